@@ -1,0 +1,36 @@
+"""One exception hierarchy for the whole package.
+
+Every message names the offending setting, field or file and says what to do,
+so that a user reading a log line can fix the problem without the source.
+"""
+
+
+class StreamDedupError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigError(StreamDedupError):
+    """A setting has a value that cannot work; the message names the setting."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(f"invalid setting {setting!r}: {message}")
+        self.setting = setting
+
+
+class InputError(StreamDedupError):
+    """A document cannot be processed (for example its text is empty)."""
+
+
+class SnapshotError(StreamDedupError):
+    """A snapshot file cannot be used."""
+
+
+class CorruptSnapshotError(SnapshotError):
+    """A snapshot file is truncated, has a flipped bit or is not a snapshot at all."""
+
+
+class IncompatibleSnapshotError(SnapshotError):
+    """A snapshot was made with detection parameters other than the running ones.
+
+    Loading it would compare signatures that are not comparable, so it is refused.
+    """

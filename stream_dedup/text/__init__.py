@@ -1,0 +1,22 @@
+"""Text layer: normalisation, shingling and the hashing of shingles to integers."""
+
+from stream_dedup.text.normalize import fold, normalize, normalize_all, require_text
+from stream_dedup.text.shingles import (
+    ShingleChunk,
+    ShingleUnit,
+    Shingling,
+    shingle_chunks,
+    shingle_set,
+)
+
+__all__ = [
+    "ShingleChunk",
+    "ShingleUnit",
+    "Shingling",
+    "fold",
+    "normalize",
+    "normalize_all",
+    "require_text",
+    "shingle_chunks",
+    "shingle_set",
+]
