@@ -1,0 +1,53 @@
+"""A growable array of fixed-width rows with bounded over-allocation.
+
+Index storage grows by 25% at a time rather than doubling, so memory held is
+at most 1.25 times what is used: the per-document memory budget (400 bytes
+at a million documents) leaves no room for a doubling's idle half.
+"""
+
+import numpy as np
+import numpy.typing as npt
+
+_GROWTH = 1.25
+_MIN_CAPACITY = 1024
+
+
+class Arena:
+    """Rows ``[0, len)`` of a numpy array of shape ``(capacity, *row_shape)``."""
+
+    def __init__(self, row_shape: tuple[int, ...], dtype: npt.DTypeLike, capacity: int = 0) -> None:
+        self._data: np.ndarray = np.empty((max(capacity, _MIN_CAPACITY), *row_shape), dtype=dtype)
+        self._size = 0
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> "Arena":
+        """An arena holding a copy of ``values`` (rows along the first axis)."""
+        arena = cls(values.shape[1:], values.dtype, capacity=values.shape[0])
+        arena.extend(values)
+        return arena
+
+    def __len__(self) -> int:
+        return self._size
+
+    @property
+    def values(self) -> np.ndarray:
+        """The used rows (a view: valid until the next :meth:`extend`)."""
+        return self._data[: self._size]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes allocated, used or not."""
+        return int(self._data.nbytes)
+
+    def extend(self, rows: np.ndarray) -> None:
+        """Append ``rows`` (shape ``(k, *row_shape)``)."""
+        needed = self._size + rows.shape[0]
+        if needed > self._data.shape[0]:
+            grown = np.empty(
+                (max(needed, int(self._data.shape[0] * _GROWTH)), *self._data.shape[1:]),
+                self._data.dtype,
+            )
+            grown[: self._size] = self._data[: self._size]
+            self._data = grown
+        self._data[self._size : needed] = rows
+        self._size = needed

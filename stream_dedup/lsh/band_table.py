@@ -1,0 +1,144 @@
+"""The banded index's hash tables: one bucketised open-addressing multimap per band.
+
+Memory is the design constraint, so a table is two numpy arrays per band and
+no Python object per entry: ``docs`` (uint32, the document's local number
+plus one; 0 marks a free slot) and ``fingerprints`` (uint16 from the band
+key), both shaped ``(bands, buckets, 8)``. A key's home bucket holds 8 slots
+(one cache line of ``docs``): a lookup reads the whole bucket at once and
+reports every document whose fingerprint matches, and moves on to the next
+bucket only if this one is full, which at the 75% maximum load is rare. So a
+lookup is about one vectorised round, where plain linear probing at that
+load walks ~8 slots. A rare false fingerprint match is only an extra
+candidate, which verification rejects. Tables grow by half, so a band costs
+8 to 12 bytes per document.
+
+Keys are not stored: growing asks the owner for the keys of its documents
+(recomputed from their compact signatures).
+"""
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.text.hashing import U64, Uint64Array
+
+BUCKET_SLOTS = 8
+_MAX_LOAD = 0.75
+_GROWTH = 1.5
+_MIN_BUCKETS = 128
+
+IntArray = npt.NDArray[np.intp]
+#: Returns the ``(documents, bands)`` band keys of every stored document.
+KeysOf = Callable[[], Uint64Array]
+
+
+class BandTables:
+    """One multimap per band from band key to local document numbers."""
+
+    def __init__(self, bands: int, buckets: int = _MIN_BUCKETS) -> None:
+        self.docs = np.zeros((bands, buckets, BUCKET_SLOTS), dtype=np.uint32)
+        self.fingerprints = np.zeros((bands, buckets, BUCKET_SLOTS), dtype=np.uint16)
+        # Used slots per bucket; slots fill left to right and are never freed.
+        self.fill = np.zeros((bands, buckets), dtype=np.uint8)
+        self.entries = np.zeros(bands, dtype=np.int64)
+
+    @property
+    def buckets(self) -> int:
+        return int(self.docs.shape[1])
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.docs.nbytes + self.fingerprints.nbytes + self.fill.nbytes + self.entries.nbytes)
+
+    def lookup(self, bands: IntArray, keys: Uint64Array) -> tuple[IntArray, IntArray]:
+        """Find stored documents under each query ``(bands[i], keys[i])``.
+
+        Returns ``(query, doc)``: parallel arrays, one element per match, of
+        the query's position and the matching local document number.
+        """
+        buckets = self.buckets
+        docs = self.docs.reshape(-1, BUCKET_SLOTS)
+        fingerprints = self.fingerprints.reshape(-1, BUCKET_SLOTS)
+        fill = self.fill.reshape(-1)
+        bucket = _home_bucket(keys, buckets)
+        fingerprint = _fingerprint(keys)
+        pending = np.arange(keys.size)
+        found_query: list[IntArray] = []
+        found_doc: list[IntArray] = []
+        while pending.size:
+            cell = bands[pending] * buckets + bucket[pending]
+            used = fill[cell]
+            # Read the 8 fingerprints first, and documents only where they match.
+            hit = fingerprints[cell] == fingerprint[pending, None]
+            hit &= np.arange(BUCKET_SLOTS) < used[:, None]
+            query, slot = np.nonzero(hit)
+            found_query.append(pending[query])
+            found_doc.append(docs[cell[query], slot].astype(np.intp) - 1)
+            # Only a full bucket can have overflowed into the next one.
+            pending = pending[used == BUCKET_SLOTS]
+            bucket[pending] = (bucket[pending] + 1) % buckets
+        return np.concatenate(found_query), np.concatenate(found_doc)
+
+    def insert(self, bands: IntArray, keys: Uint64Array, docs: IntArray, keys_of: KeysOf) -> None:
+        """Add entries ``(bands[i], keys[i]) -> docs[i]``, growing first if needed."""
+        per_band = np.bincount(bands, minlength=self.entries.size)
+        largest = int((self.entries + per_band).max())
+        capacity = self.buckets * BUCKET_SLOTS
+        if largest > _MAX_LOAD * capacity:
+            needed = max(largest / _MAX_LOAD, capacity * _GROWTH)
+            self._grow(int(needed) // BUCKET_SLOTS + 1, keys_of)
+        self._place(bands, keys, docs)
+        self.entries += per_band
+
+    def _grow(self, buckets: int, keys_of: KeysOf) -> None:
+        """Rehash every stored entry into tables of ``buckets`` buckets per band."""
+        bands, at, slot = np.nonzero(self.docs)
+        docs = self.docs[bands, at, slot].astype(np.intp) - 1
+        keys = keys_of()[docs, bands]
+        shape = (self.docs.shape[0], buckets, BUCKET_SLOTS)
+        self.docs = np.zeros(shape, dtype=np.uint32)
+        self.fingerprints = np.zeros(shape, dtype=np.uint16)
+        self.fill = np.zeros(shape[:2], dtype=np.uint8)
+        self._place(bands, keys, docs)
+
+    def _place(self, bands: IntArray, keys: Uint64Array, docs: IntArray) -> None:
+        """Insert many entries at once.
+
+        Each round, the entries aimed at one bucket take its free slots;
+        those that find none move on to the next bucket. The order of
+        documents inside a bucket does not matter: a lookup reports all.
+        """
+        buckets = self.buckets
+        flat_docs = self.docs.reshape(-1)
+        flat_fingerprints = self.fingerprints.reshape(-1)
+        fill = self.fill.reshape(-1)
+        bucket = _home_bucket(keys, buckets)
+        fingerprint = _fingerprint(keys)
+        pending = np.arange(keys.size)
+        while pending.size:
+            cell = bands[pending] * buckets + bucket[pending]
+            order = np.argsort(cell)
+            pending, cell = pending[order], cell[order]
+            positions = np.arange(cell.size)
+            new_cell = np.ones(cell.size, dtype=bool)
+            new_cell[1:] = cell[1:] != cell[:-1]
+            slot = fill[cell] + positions - np.maximum.accumulate(np.where(new_cell, positions, 0))
+            fits = slot < BUCKET_SLOTS
+            target = cell[fits] * BUCKET_SLOTS + slot[fits]
+            flat_docs[target] = docs[pending[fits]] + 1
+            flat_fingerprints[target] = fingerprint[pending[fits]]
+            # The last entry aimed at a bucket knows how full it ends up.
+            last = np.append(new_cell[1:], True)
+            fill[cell[last]] = np.minimum(slot[last] + 1, BUCKET_SLOTS)
+            pending = pending[~fits]
+            bucket[pending] = (bucket[pending] + 1) % buckets
+
+
+def _home_bucket(keys: Uint64Array, buckets: int) -> IntArray:
+    """Bucket in ``[0, buckets)`` from the key's high 32 bits (Lemire's fast range)."""
+    return (((keys >> U64(32)) * U64(buckets)) >> U64(32)).astype(np.intp)
+
+
+def _fingerprint(keys: Uint64Array) -> npt.NDArray[np.uint16]:
+    return keys.astype(np.uint16)

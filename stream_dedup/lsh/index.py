@@ -1,0 +1,213 @@
+"""The banded LSH index: probe for candidates, then insert, over generations.
+
+Every document is compared with every earlier indexed document. The index
+answers two questions for a batch of band keys: which stored documents share
+a band with each row (:meth:`BandIndex.lookup`), and which earlier rows of the
+same batch do (:func:`pairs_within_batch`); the engine verifies both and then
+inserts the batch.
+
+**Hot buckets.** A band key shared by very many documents (boilerplate, a
+template, a thousand exact copies) would make every probe walk all of them.
+At most ``max_bucket_size`` documents are entered under one key of one band
+per generation; later ones are not entered in that band (they stay in their
+other bands and are still found through the earliest ``max_bucket_size``
+ones, which is where a tie-break to the earliest match looks anyway). Such
+skips are counted in :attr:`BandIndex.hot_bucket_skips`.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.errors import ConfigError
+from stream_dedup.lsh.band_table import IntArray
+from stream_dedup.lsh.generation import Generation
+from stream_dedup.lsh.params import BandParameters
+from stream_dedup.text.hashing import Uint64Array
+
+#: Generations retention keeps: eviction frees about 1/this of the index at once.
+GENERATIONS_PER_RETENTION = 4
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How much of the stream the index remembers.
+
+    Attributes:
+        max_documents: keep at least the newest this many documents, and at
+            most a quarter more (eviction drops a whole generation). ``None``:
+            no limit by count.
+        max_age_seconds: forget a generation once all its documents are older
+            (by event time) than this, measured from the newest event time
+            seen. ``None``: no limit by age.
+    """
+
+    max_documents: int | None = None
+    max_age_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_documents is not None and self.max_documents < 1:
+            raise ConfigError("max_documents", f"must be at least 1, got {self.max_documents}")
+        if self.max_age_seconds is not None and not self.max_age_seconds > 0:
+            raise ConfigError("max_age_seconds", f"must be positive, got {self.max_age_seconds}")
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Candidates of a batch from the stored documents.
+
+    Attributes:
+        rows: batch row of each candidate pair.
+        seqs: global sequence number of the stored document of each pair.
+        newest_counts: ``(n, bands)`` documents found under each row's key in
+            the newest generation (what the hot-bucket cap counts).
+    """
+
+    rows: IntArray
+    seqs: npt.NDArray[np.int64]
+    newest_counts: npt.NDArray[np.int64]
+
+
+class BandIndex:
+    """Banded LSH index over generations of compact signatures."""
+
+    def __init__(
+        self,
+        num_perm: int,
+        banding: BandParameters,
+        max_bucket_size: int = 64,
+        retention: Retention = Retention(),
+    ) -> None:
+        if max_bucket_size < 1:
+            raise ConfigError("max_bucket_size", f"must be at least 1, got {max_bucket_size}")
+        self.num_perm = num_perm
+        self.banding = banding
+        self.max_bucket_size = max_bucket_size
+        self.retention = retention
+        self.generations: list[Generation] = [Generation(num_perm, banding, base_seq=0)]
+        self.hot_bucket_skips = 0
+        self.evicted_documents = 0
+        self.newest_event_time = float("-inf")
+
+    def __len__(self) -> int:
+        return sum(len(g) for g in self.generations)
+
+    @property
+    def next_seq(self) -> int:
+        """Sequence number the next inserted document gets."""
+        newest = self.generations[-1]
+        return newest.base_seq + len(newest)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the index's arrays."""
+        return sum(g.nbytes for g in self.generations)
+
+    def lookup(self, keys: Uint64Array) -> Lookup:
+        """Stored documents sharing at least one band key with each row of ``keys`` ``(n, bands)``."""
+        n, bands = keys.shape
+        query_band = np.tile(np.arange(bands), n)
+        flat_keys = keys.ravel()
+        rows: list[IntArray] = []
+        seqs: list[npt.NDArray[np.int64]] = []
+        newest_counts = np.zeros(n * bands, dtype=np.int64)
+        for generation in self.generations:
+            query, local = generation.tables.lookup(query_band, flat_keys)
+            rows.append(query // bands)
+            seqs.append(local.astype(np.int64) + generation.base_seq)
+            if generation is self.generations[-1]:
+                newest_counts = np.bincount(query, minlength=n * bands)
+        return Lookup(np.concatenate(rows), np.concatenate(seqs), newest_counts.reshape(n, bands))
+
+    def signatures_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
+        """Compact signatures of stored documents by sequence number."""
+        out = np.empty((seqs.size, self.num_perm), dtype=np.uint8)
+        for generation, positions, local in self._locate(seqs):
+            out[positions] = generation.signatures.values[local]
+        return out
+
+    def id_of(self, seq: int) -> str:
+        """Id of a stored document by sequence number."""
+        for generation, _, local in self._locate(np.array([seq], dtype=np.int64)):
+            return generation.id_of(int(local[0]))
+        raise KeyError(seq)
+
+    def add(
+        self,
+        compact: npt.NDArray[np.uint8],
+        keys: Uint64Array,
+        ids: list[str],
+        event_times: npt.NDArray[np.float64],
+        earlier_counts: npt.NDArray[np.int64],
+    ) -> None:
+        """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
+
+        ``earlier_counts[row, band]`` is how many documents already sit under
+        that key in the newest generation plus how many earlier rows of the
+        batch share it: a row is entered in a band only below the cap.
+        """
+        admit = earlier_counts < self.max_bucket_size
+        self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
+        self.generations[-1].add(compact, keys, ids, event_times, admit)
+        if event_times.size:
+            self.newest_event_time = max(self.newest_event_time, float(event_times.max()))
+        self._apply_retention()
+
+    def _apply_retention(self) -> None:
+        newest = self.generations[-1]
+        limit = self.retention.max_documents
+        max_age = self.retention.max_age_seconds
+        full = limit is not None and len(newest) >= -(-limit // GENERATIONS_PER_RETENTION)
+        aged = (
+            max_age is not None
+            and newest.last_event_time - newest.first_event_time >= max_age / GENERATIONS_PER_RETENTION
+        )
+        if full or aged:
+            self.generations.append(Generation(self.num_perm, self.banding, self.next_seq))
+        while len(self.generations) > 1:
+            oldest = self.generations[0]
+            too_many = limit is not None and len(self) - len(oldest) >= limit
+            too_old = max_age is not None and oldest.last_event_time < self.newest_event_time - max_age
+            if not (too_many or too_old):
+                break
+            self.evicted_documents += len(oldest)
+            del self.generations[0]
+
+    def _locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[Generation, IntArray, IntArray]]:
+        """Split sequence numbers by generation: ``(generation, positions in seqs, local numbers)``."""
+        parts = []
+        for generation in self.generations:
+            inside = np.flatnonzero((seqs >= generation.base_seq) & (seqs < generation.base_seq + len(generation)))
+            if inside.size:
+                parts.append((generation, inside, (seqs[inside] - generation.base_seq).astype(np.intp)))
+        return parts
+
+
+def pairs_within_batch(keys: Uint64Array, max_bucket_size: int) -> tuple[IntArray, IntArray, npt.NDArray[np.int64]]:
+    """Candidate pairs among the rows of one batch, and each row's rank under its keys.
+
+    Returns ``(rows, earlier_rows, ranks)``: row ``rows[i]`` shares a band key
+    with the earlier row ``earlier_rows[i]`` (each row is paired with at most
+    the first ``max_bucket_size`` earlier rows under a key, as the index
+    would hold no more), and ``ranks[row, band]`` is how many earlier rows of
+    the batch share that row's key in that band.
+    """
+    n, bands = keys.shape
+    # Per band (column), rows sorted by key; a stable sort keeps equal keys in row order.
+    order = np.argsort(keys, axis=0, kind="stable")
+    sorted_keys = np.take_along_axis(keys, order, axis=0)
+    positions = np.arange(n)[:, None]
+    starts = np.ones((n, bands), dtype=bool)
+    starts[1:] = sorted_keys[1:] != sorted_keys[:-1]
+    group_start = np.maximum.accumulate(np.where(starts, positions, 0), axis=0)
+    rank_sorted = positions - group_start
+    ranks = np.empty((n, bands), dtype=np.int64)
+    np.put_along_axis(ranks, order, rank_sorted, axis=0)
+    partners = np.minimum(rank_sorted, max_bucket_size).ravel()
+    owner = np.repeat(np.arange(partners.size), partners)
+    offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
+    # Flat index f = position * bands + band; a partner sits in the same band column.
+    partner = (group_start.ravel()[owner] + offset) * bands + owner % bands
+    flat_order = order.ravel()
+    return flat_order[owner], flat_order[partner], ranks
