@@ -1,0 +1,154 @@
+"""The detector: probe, verify, insert, verdict, for a batch of documents at a time.
+
+Semantics are those of a one-at-a-time loop: document ``i`` of the stream is
+compared with every earlier indexed document (earlier batches *and* earlier
+rows of its own batch), and is then indexed itself, duplicates included, so
+that a later near-copy of a duplicate is still caught even if the original
+has been evicted. Batching only changes the speed: verdicts do not depend on
+batch boundaries.
+
+Verification estimates the Jaccard similarity of each candidate pair from
+the compact signatures; the best verified match (highest similarity, then
+the earliest) becomes ``duplicate_of``.
+"""
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.compact import compact, estimate_similarity
+from stream_dedup.engine.verdict import Verdict
+from stream_dedup.lsh.band_keys import band_keys
+from stream_dedup.lsh.index import BandIndex, pairs_within_batch
+
+#: Bits of the sequence number in a packed (row, seq) pair key.
+_SEQ_BITS = 40
+
+
+@dataclass
+class DetectorStats:
+    """Running counters, for summaries and metrics."""
+
+    documents: int = 0
+    duplicates: int = 0
+    candidates: int = 0
+    verified: int = 0
+
+
+class Detector:
+    """Streaming near-duplicate detector over a banded LSH index.
+
+    Example::
+
+        detector = Detector(DetectionConfig(threshold=0.8))
+        detector.process(["a", "b"], ["some text here", "some text here!"])
+    """
+
+    def __init__(self, config: DetectionConfig, index: BandIndex | None = None) -> None:
+        self.config = config
+        self.hasher = config.hasher()
+        self.banding = config.banding()
+        self.index = index or BandIndex(config.num_perm, self.banding, config.max_bucket_size, config.retention())
+        self.stats = DetectorStats()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the index (signatures, ids, band tables)."""
+        return self.index.nbytes
+
+    def process(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        event_times: npt.NDArray[np.float64] | Sequence[float] | None = None,
+        normalized: bool = False,
+    ) -> list[Verdict]:
+        """Verdicts for a batch of documents in stream order, then index them.
+
+        ``event_times`` (seconds) drive age-based retention; they default to
+        now. ``normalized=True`` says the texts already went through
+        :func:`~stream_dedup.text.normalize` (callers that reject empty texts
+        one by one normalise first and need not pay twice). Raises
+        :class:`~stream_dedup.errors.InputError` (and changes nothing) if a
+        text is empty after normalisation.
+        """
+        if normalized:
+            full = self.hasher.finalize(self.hasher.sketches(texts))
+        else:
+            full = self.hasher.signatures(texts)
+        signatures = compact(full)
+        if event_times is None:
+            times = np.full(len(ids), time.time())
+        else:
+            times = np.asarray(event_times, dtype=np.float64)
+        return self.process_signatures(list(ids), signatures, times)
+
+    def process_signatures(
+        self,
+        ids: list[str],
+        signatures: npt.NDArray[np.uint8],
+        event_times: npt.NDArray[np.float64],
+    ) -> list[Verdict]:
+        """Like :meth:`process`, for documents already turned into compact signatures."""
+        keys = band_keys(signatures, self.banding)
+        lookup = self.index.lookup(keys)
+        batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
+        first_seq = self.index.next_seq
+        rows = np.concatenate((lookup.rows, batch_rows))
+        seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
+        best_seq, best_similarity = self._verify(signatures, rows, seqs, first_seq)
+        verdicts = [self._verdict(ids, i, best_seq[i], best_similarity[i], first_seq) for i in range(len(ids))]
+        self.index.add(signatures, keys, ids, event_times, lookup.newest_counts + ranks)
+        self.stats.documents += len(ids)
+        self.stats.duplicates += int(np.count_nonzero(best_seq >= 0))
+        return verdicts
+
+    def _verify(
+        self,
+        signatures: npt.NDArray[np.uint8],
+        rows: npt.NDArray[np.intp],
+        seqs: npt.NDArray[np.int64],
+        first_seq: int,
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
+        """Best verified match of every row: ``(seq or -1, similarity)``."""
+        n = signatures.shape[0]
+        best_seq = np.full(n, -1, dtype=np.int64)
+        best_similarity = np.zeros(n)
+        pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
+        self.stats.candidates += int(pairs.size)
+        if pairs.size == 0:
+            return best_seq, best_similarity
+        rows = (pairs >> _SEQ_BITS).astype(np.intp)
+        seqs = pairs & ((1 << _SEQ_BITS) - 1)
+        others = np.empty((pairs.size, signatures.shape[1]), dtype=np.uint8)
+        in_batch = seqs >= first_seq
+        others[in_batch] = signatures[seqs[in_batch] - first_seq]
+        others[~in_batch] = self.index.signatures_of(seqs[~in_batch])
+        agreements = np.count_nonzero(signatures[rows] == others, axis=1)
+        similarity = estimate_similarity(agreements, signatures.shape[1])
+        passed = similarity >= self.config.threshold
+        self.stats.verified += int(np.count_nonzero(passed))
+        rows, seqs, agreements, similarity = (
+            rows[passed],
+            seqs[passed],
+            agreements[passed],
+            similarity[passed],
+        )
+        # Best first: most agreement, then the earliest document.
+        order = np.lexsort((seqs, -agreements, rows))
+        firsts = order[np.unique(rows[order], return_index=True)[1]]
+        best_seq[rows[firsts]] = seqs[firsts]
+        best_similarity[rows[firsts]] = similarity[firsts]
+        return best_seq, best_similarity
+
+    def _verdict(self, ids: list[str], row: int, seq: int, similarity: float, first_seq: int) -> Verdict:
+        if seq < 0:
+            return Verdict(ids[row], "unique")
+        match = ids[seq - first_seq] if seq >= first_seq else self.index.id_of(int(seq))
+        return Verdict(ids[row], "duplicate", match, round(float(similarity), 4))

@@ -1,0 +1,227 @@
+"""Snapshots of the whole index: versioned, checksummed, written atomically, no pickle.
+
+Layout of a snapshot file::
+
+    b"SDEDUPSN"  magic
+    u32          format version (little-endian)
+    u64          header length
+    header       UTF-8 JSON: signature parameters, detector state, array
+                 directory (name, dtype, shape, offset, length), caller metadata
+    arrays       raw little-endian array bytes, back to back
+    16 bytes     XXH3-128 of everything above
+    b"SDEDUPEN"  end magic
+
+Loading checks, in order: the end magic (a truncated file fails here), the
+checksum (a flipped bit anywhere fails here), the format version, then every
+signature parameter against the running configuration, so a snapshot made
+with other settings is refused with the name of the parameter that differs.
+Nothing is loaded silently when it is not exactly what was written.
+
+Writing goes to a temporary file in the same directory, is fsynced, renamed
+over the target and the directory fsynced: a crash at any moment leaves
+either the old snapshot or the new one, never a torn file under the name.
+"""
+
+import json
+import os
+import struct
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.detector import Detector, DetectorStats
+from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
+from stream_dedup.lsh.arena import Arena
+from stream_dedup.lsh.generation import Generation
+from stream_dedup.lsh.index import BandIndex
+
+MAGIC = b"SDEDUPSN"
+END_MAGIC = b"SDEDUPEN"
+FORMAT_VERSION = 1
+_PREFIX = struct.Struct("<8sIQ")
+_DIGEST_BYTES = 16
+
+#: Per-generation arrays, by attribute path.
+_GENERATION_ARRAYS = (
+    "signatures",
+    "id_bytes",
+    "id_ends",
+    "docs",
+    "fingerprints",
+    "fill",
+    "entries",
+)
+
+
+def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> int:
+    """Write ``detector``'s whole state to ``path`` atomically; return the file size.
+
+    ``metadata`` (JSON-serialisable) is stored as is: the Kafka stage keeps
+    the input and changelog positions the snapshot covers there.
+    """
+    target = Path(path)
+    arrays, generations = _collect_arrays(detector.index)
+    directory, offset = [], 0
+    for name, array in arrays:
+        directory.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape), "offset": offset})
+        offset += array.nbytes
+    header = {
+        "parameters": detector.config.signature_parameters(),
+        "config": asdict(detector.config),
+        "state": {
+            "generations": generations,
+            "hot_bucket_skips": detector.index.hot_bucket_skips,
+            "evicted_documents": detector.index.evicted_documents,
+            "newest_event_time": _finite_or_none(detector.index.newest_event_time),
+            "stats": asdict(detector.stats),
+        },
+        "arrays": directory,
+        "metadata": metadata or {},
+    }
+    header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
+    digest = xxhash.xxh3_128()
+    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    with open(temporary, "wb") as out:
+        for chunk in (_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)), header_bytes):
+            digest.update(chunk)
+            out.write(chunk)
+        for _, array in arrays:
+            data = memoryview(np.ascontiguousarray(array)).cast("B")
+            digest.update(data)
+            out.write(data)
+        out.write(digest.digest())
+        out.write(END_MAGIC)
+        out.flush()
+        os.fsync(out.fileno())
+        size = out.tell()
+    os.replace(temporary, target)
+    _fsync_directory(target.parent)
+    return size
+
+
+def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tuple[Detector, dict[str, Any]]:
+    """Read a snapshot written by :func:`save_snapshot` for a detector with ``config``.
+
+    Returns the restored detector and the metadata saved with it. Raises
+    :class:`CorruptSnapshotError` for a damaged or foreign file and
+    :class:`IncompatibleSnapshotError` for one made with other signature parameters.
+    """
+    source = Path(path)
+    blob = source.read_bytes()
+    header, body = _verified_parts(source, blob)
+    _check_parameters(source, header["parameters"], config.signature_parameters())
+    arrays = {}
+    for entry in header["arrays"]:
+        dtype = np.dtype(entry["dtype"])
+        count = int(np.prod(entry["shape"], dtype=np.int64))
+        start = entry["offset"]
+        view = np.frombuffer(body, dtype=dtype, count=count, offset=start)
+        arrays[entry["name"]] = view.reshape(entry["shape"]).copy()
+    state = header["state"]
+    detector = Detector(config)
+    index = detector.index
+    index.generations = [
+        _restore_generation(config, detector, meta, arrays, i) for i, meta in enumerate(state["generations"])
+    ]
+    index.hot_bucket_skips = state["hot_bucket_skips"]
+    index.evicted_documents = state["evicted_documents"]
+    index.newest_event_time = _none_to(state["newest_event_time"], float("-inf"))
+    detector.stats = DetectorStats(**state["stats"])
+    return detector, header["metadata"]
+
+
+def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], list[dict[str, Any]]]:
+    arrays: list[tuple[str, np.ndarray]] = []
+    generations = []
+    for i, generation in enumerate(index.generations):
+        parts = {
+            "signatures": generation.signatures.values,
+            "id_bytes": generation.id_bytes.values,
+            "id_ends": generation.id_ends.values,
+            "docs": generation.tables.docs,
+            "fingerprints": generation.tables.fingerprints,
+            "fill": generation.tables.fill,
+            "entries": generation.tables.entries,
+        }
+        arrays.extend((f"generation{i}.{name}", parts[name]) for name in _GENERATION_ARRAYS)
+        generations.append(
+            {
+                "base_seq": generation.base_seq,
+                "first_event_time": _finite_or_none(generation.first_event_time),
+                "last_event_time": _finite_or_none(generation.last_event_time),
+            }
+        )
+    return arrays, generations
+
+
+def _restore_generation(
+    config: DetectionConfig,
+    detector: Detector,
+    meta: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    i: int,
+) -> Generation:
+    def part(name: str) -> np.ndarray:
+        return arrays[f"generation{i}.{name}"]
+
+    generation = Generation(config.num_perm, detector.banding, meta["base_seq"])
+    generation.signatures = Arena.of(part("signatures"))
+    generation.id_bytes = Arena.of(part("id_bytes"))
+    generation.id_ends = Arena.of(part("id_ends"))
+    generation.tables.docs = part("docs")
+    generation.tables.fingerprints = part("fingerprints")
+    generation.tables.fill = part("fill")
+    generation.tables.entries = part("entries")
+    generation.first_event_time = _none_to(meta["first_event_time"], float("inf"))
+    generation.last_event_time = _none_to(meta["last_event_time"], float("-inf"))
+    return generation
+
+
+def _verified_parts(source: Path, blob: bytes) -> tuple[dict[str, Any], memoryview]:
+    """Check magic, end magic and checksum; return the header and the array bytes."""
+    if len(blob) < _PREFIX.size + _DIGEST_BYTES + len(END_MAGIC) or blob[:8] != MAGIC:
+        raise CorruptSnapshotError(f"{source} is not a stream-dedup snapshot (bad magic or too short)")
+    if blob[-len(END_MAGIC) :] != END_MAGIC:
+        raise CorruptSnapshotError(f"{source} is truncated (no end marker); delete it or restore a good copy")
+    content_end = len(blob) - len(END_MAGIC) - _DIGEST_BYTES
+    stored_digest = blob[content_end : content_end + _DIGEST_BYTES]
+    if xxhash.xxh3_128_digest(memoryview(blob)[:content_end]) != stored_digest:
+        raise CorruptSnapshotError(f"{source} fails its checksum: the file is damaged; do not use it")
+    _, version, header_length = _PREFIX.unpack_from(blob)
+    if version != FORMAT_VERSION:
+        raise CorruptSnapshotError(
+            f"{source} has snapshot format {version}; this release reads format {FORMAT_VERSION}"
+        )
+    header_end = _PREFIX.size + header_length
+    header = json.loads(blob[_PREFIX.size : header_end].decode("utf-8"))
+    return header, memoryview(blob)[header_end:content_end]
+
+
+def _check_parameters(source: Path, stored: dict[str, Any], running: dict[str, Any]) -> None:
+    for name, value in running.items():
+        if stored.get(name) != value:
+            raise IncompatibleSnapshotError(
+                f"{source} was made with {name}={stored.get(name)!r} but this run uses "
+                f"{name}={value!r}; its signatures are not comparable. Run with the snapshot's "
+                "settings, or start from an empty index (move the snapshot away)."
+            )
+
+
+def _finite_or_none(value: float) -> float | None:
+    return value if np.isfinite(value) else None
+
+
+def _none_to(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
+
+
+def _fsync_directory(directory: Path) -> None:
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
