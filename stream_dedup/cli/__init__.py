@@ -1,0 +1,1 @@
+"""Command-line interface: ``stream-dedup dedup`` and ``stream-dedup params``."""

@@ -1,0 +1,89 @@
+"""``stream-dedup dedup``: verdicts for a JSON-lines file, in input order."""
+
+import argparse
+import json
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TextIO
+
+from stream_dedup.cli.options import add_detection_options, config_from
+from stream_dedup.cli.progress import Progress
+from stream_dedup.cli.records import Record, Reject, read_records
+from stream_dedup.engine import Detector
+
+#: Documents per detector batch: large enough to amortise numpy calls.
+BATCH_SIZE = 4096
+
+
+def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    parser = subparsers.add_parser(
+        "dedup",
+        help="mark each record of a JSON-lines file unique or duplicate",
+        description='Read {"id", "text"} records and write one verdict line per record, in input order.',
+    )
+    parser.add_argument("input", help="JSON-lines input file, or - for standard input")
+    parser.add_argument("--output", "-o", default="-", help="verdicts file (default: standard output)")
+    parser.add_argument(
+        "--rejects",
+        help="where malformed lines go (default: OUTPUT.rejects.jsonl, or rejects.jsonl when writing "
+        "to standard output); created only if a line is rejected",
+    )
+    parser.add_argument("--id-field", default="id", help="record field holding the id (default: id)")
+    parser.add_argument("--text-field", default="text", help="record field holding the text (default: text)")
+    add_detection_options(parser)
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    detector = Detector(config)
+    progress = Progress()
+    rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
+    rejected = 0
+    with ExitStack() as stack:
+        source = sys.stdin if args.input == "-" else stack.enter_context(open(args.input, encoding="utf-8"))
+        sink = sys.stdout if args.output == "-" else stack.enter_context(open(args.output, "w", encoding="utf-8"))
+        rejects_file: TextIO | None = None
+        records = read_records(_lines(source), args.id_field, args.text_field, config.strip_punctuation)
+        for batch, bad in _batches(records):
+            for reject in bad:
+                if rejects_file is None:
+                    rejects_file = stack.enter_context(open(rejects_path, "w", encoding="utf-8"))
+                # ASCII escapes keep a line that was not UTF-8 writable, byte for byte.
+                rejects_file.write(json.dumps(reject.to_dict()) + "\n")
+                print(
+                    f"line {reject.line}: {reject.reason} (written to {rejects_path})",
+                    file=sys.stderr,
+                )
+            rejected += len(bad)
+            if batch:
+                verdicts = detector.process([r.id for r in batch], [r.text for r in batch], normalized=True)
+                sink.writelines(json.dumps(v.to_dict(), ensure_ascii=False) + "\n" for v in verdicts)
+            progress.update(detector.stats.documents, detector.stats.duplicates)
+        sink.flush()
+    progress.finish(detector.stats.documents, detector.stats.duplicates, rejected)
+    return 0
+
+
+def _lines(source: TextIO) -> Iterator[str]:
+    """Lines of ``source``; bytes that are not UTF-8 become lone surrogates, rejected later."""
+    source.reconfigure(errors="surrogateescape")  # type: ignore[attr-defined]
+    yield from source
+
+
+def _batches(records: Iterator[Record | Reject]) -> Iterator[tuple[list[Record], list[Reject]]]:
+    """Group records into detector batches; rejects travel with the batch they interrupt."""
+    batch: list[Record] = []
+    bad: list[Reject] = []
+    for item in records:
+        if isinstance(item, Reject):
+            bad.append(item)
+        else:
+            batch.append(item)
+        if len(batch) >= BATCH_SIZE:
+            yield batch, bad
+            batch, bad = [], []
+    if batch or bad:
+        yield batch, bad

@@ -1,0 +1,61 @@
+"""Detection flags shared by the commands, and the configuration built from them."""
+
+import argparse
+
+from stream_dedup.config import DetectionConfig
+
+
+def add_detection_options(parser: argparse.ArgumentParser) -> None:
+    """Add the flags of :class:`DetectionConfig` (defaults come from the class)."""
+    defaults = DetectionConfig()
+    group = parser.add_argument_group("detection")
+    group.add_argument(
+        "--threshold",
+        type=float,
+        default=defaults.threshold,
+        help="Jaccard threshold (default 0.8)",
+    )
+    group.add_argument("--num-perm", type=int, default=defaults.num_perm, help="signature length (default 128)")
+    group.add_argument(
+        "--shingle-size",
+        type=int,
+        default=defaults.shingle_size,
+        help="characters or words per shingle (default 5)",
+    )
+    group.add_argument("--shingle-unit", choices=("char", "word"), default=defaults.shingle_unit)
+    group.add_argument("--strip-punctuation", action="store_true", help="delete punctuation before shingling")
+    group.add_argument(
+        "--scheme",
+        choices=("oph", "classic"),
+        default=defaults.scheme,
+        help="MinHash scheme (default oph)",
+    )
+    group.add_argument("--seed", type=int, default=defaults.seed, help="hash seed (default 1)")
+    group.add_argument("--bands", type=int, help="LSH bands (with --rows-per-band; default: chosen)")
+    group.add_argument("--rows-per-band", type=int, help="signature slots per band")
+    group.add_argument(
+        "--max-bucket-size",
+        type=int,
+        default=defaults.max_bucket_size,
+        help="hot-bucket cap (default 64)",
+    )
+    group.add_argument("--max-documents", type=int, help="retention: keep about this many newest documents")
+    group.add_argument("--max-age-seconds", type=float, help="retention: forget documents older than this")
+
+
+def config_from(args: argparse.Namespace) -> DetectionConfig:
+    """Build and validate the configuration (raises ``ConfigError`` naming the setting)."""
+    return DetectionConfig(
+        threshold=args.threshold,
+        num_perm=args.num_perm,
+        scheme=args.scheme,
+        seed=args.seed,
+        shingle_unit=args.shingle_unit,
+        shingle_size=args.shingle_size,
+        strip_punctuation=args.strip_punctuation,
+        bands=args.bands,
+        rows_per_band=args.rows_per_band,
+        max_bucket_size=args.max_bucket_size,
+        max_documents=args.max_documents,
+        max_age_seconds=args.max_age_seconds,
+    )
