@@ -90,7 +90,7 @@ def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: di
             digest.update(chunk)
             out.write(chunk)
         for _, array in arrays:
-            data = memoryview(np.ascontiguousarray(array)).cast("B")
+            data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
             digest.update(data)
             out.write(data)
         out.write(digest.digest())
