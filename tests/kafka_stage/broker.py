@@ -1,0 +1,190 @@
+"""Find a real Kafka broker for the tests.
+
+provide_bootstrap_servers() tries, in order:
+  1. env KAFKA_BOOTSTRAP_SERVERS (a broker someone already runs);
+  2. a testcontainers apache/kafka container, if a Docker engine answers;
+  3. the local broker from Apache's jars (scripts/kafka/broker.sh), needing only Java and
+     Maven: fetched once into .cache/kafka, started on a free port with a temporary data
+     dir, stopped at the end.
+If none works it raises NoBrokerError: a missing broker is never a skip (in CI, CI=true,
+that would hide the whole Kafka test suite).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BROKER_SH = REPO_ROOT / "scripts" / "kafka" / "broker.sh"
+log = logging.getLogger(__name__)
+
+
+class NoBrokerError(RuntimeError):
+    """No Kafka broker could be found or started."""
+
+
+def kafka_version() -> str:
+    """The Kafka version pinned in scripts/kafka/pom.xml (the container uses the same)."""
+    pom = (REPO_ROOT / "scripts" / "kafka" / "pom.xml").read_text()
+    match = re.search(r"<kafka.version>(.+?)</kafka.version>", pom)
+    assert match, "no <kafka.version> in scripts/kafka/pom.xml"
+    return match.group(1)
+
+
+def wait_for_broker(bootstrap: str, timeout: float = 30.0) -> None:
+    """Block until the broker at `bootstrap` answers metadata with at least one broker."""
+    from kafka import KafkaAdminClient
+
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        admin = None
+        try:
+            admin = KafkaAdminClient(
+                bootstrap_servers=bootstrap,
+                client_id="stream-dedup-tests-wait",
+                bootstrap_timeout_ms=5000,
+                request_timeout_ms=5000,
+            )
+            if admin.describe_cluster()["brokers"]:
+                return
+        except Exception as exc:  # any client error means "not ready yet"
+            last_error = exc
+        finally:
+            if admin is not None:
+                admin.close()
+        time.sleep(0.5)
+    raise NoBrokerError(f"Kafka at {bootstrap} not ready after {timeout:.0f}s: {last_error!r}")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _docker_available() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=3)
+        try:
+            return bool(client.ping())
+        finally:
+            client.close()
+    except Exception:  # no SDK, no socket, engine down: all mean "no Docker"
+        return False
+
+
+@contextlib.contextmanager
+def _container_broker() -> Iterator[str]:
+    # testcontainers' KafkaContainer drives Confluent's cp-kafka start scripts and rejects
+    # apache/kafka 4.x tags in KRaft mode, so this runs the apache/kafka image directly.
+    # Clients reach the broker on a host port, which must also be the advertised one: bind a
+    # port chosen beforehand instead of letting Docker pick one after start.
+    from testcontainers.core.container import DockerContainer
+
+    port = _free_port()
+    container = DockerContainer(f"apache/kafka:{kafka_version()}")
+    host = container.get_docker_client().host()
+    # Setting any KAFKA_* variable replaces the image's default config, so all are needed.
+    for key, value in {
+        "KAFKA_NODE_ID": "1",
+        "KAFKA_PROCESS_ROLES": "broker,controller",
+        "KAFKA_CONTROLLER_QUORUM_VOTERS": "1@localhost:9093",
+        "KAFKA_CONTROLLER_LISTENER_NAMES": "CONTROLLER",
+        "KAFKA_LISTENERS": "PLAINTEXT://:9092,CONTROLLER://:9093",
+        "KAFKA_ADVERTISED_LISTENERS": f"PLAINTEXT://{host}:{port}",
+        "KAFKA_LISTENER_SECURITY_PROTOCOL_MAP": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR": "1",
+        "KAFKA_OFFSETS_TOPIC_NUM_PARTITIONS": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
+        "KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "1",
+        "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_NUM_PARTITIONS": "1",
+    }.items():
+        container.with_env(key, value)
+    container.with_bind_ports(9092, port)
+    container.start()
+    try:
+        bootstrap = f"{host}:{port}"
+        wait_for_broker(bootstrap, timeout=90)
+        yield bootstrap
+    finally:
+        container.stop()
+
+
+def _run_broker_sh(*args: str, timeout: float) -> str:
+    try:
+        proc = subprocess.run(
+            ["bash", str(BROKER_SH), *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise NoBrokerError(f"scripts/kafka/broker.sh {' '.join(args)} timed out") from exc
+    if proc.returncode != 0:
+        raise NoBrokerError(
+            f"scripts/kafka/broker.sh {' '.join(args)} failed ({proc.returncode}):\n"
+            f"{proc.stderr[-12000:]}"
+        )
+    return proc.stdout
+
+
+@contextlib.contextmanager
+def _local_jar_broker() -> Iterator[str]:
+    if shutil.which("java") is None:
+        raise NoBrokerError("the local jar broker needs Java (java on PATH)")
+    _run_broker_sh("fetch", timeout=900)  # once per checkout: Maven Central download
+    data = tempfile.mkdtemp(prefix="stream-dedup-kafka-")
+    try:
+        out = _run_broker_sh("start", "--port", str(_free_port()), "--data", data, timeout=120)
+        bootstrap = out.strip().splitlines()[-1]
+        wait_for_broker(bootstrap, timeout=30)
+        yield bootstrap
+    finally:
+        # Always stop, even if start timed out half-way: no JVM may outlive the tests.
+        with contextlib.suppress(Exception):
+            _run_broker_sh("stop", "--data", data, timeout=60)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def provide_bootstrap_servers() -> Iterator[str]:
+    """Yield "host:port" of a running Kafka broker; see the module docstring for the order."""
+    env = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
+    if env:
+        log.info("Kafka: using KAFKA_BOOTSTRAP_SERVERS=%s", env)
+        wait_for_broker(env, timeout=30)
+        yield env
+        return
+    if _docker_available():
+        log.info("Kafka: Docker engine found, starting apache/kafka:%s", kafka_version())
+        with _container_broker() as bootstrap:
+            yield bootstrap
+        return
+    log.info("Kafka: no Docker engine, starting the local jar broker")
+    with contextlib.ExitStack() as stack:
+        try:
+            bootstrap = stack.enter_context(_local_jar_broker())
+        except NoBrokerError as exc:
+            in_ci = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+            raise NoBrokerError(
+                "no Kafka broker: KAFKA_BOOTSTRAP_SERVERS is unset, no Docker engine answers,"
+                " and the local jar broker failed"
+                f"{' (in CI a missing broker is a failure)' if in_ci else ''}:\n{exc}"
+            ) from exc
+        yield bootstrap
