@@ -1,0 +1,97 @@
+import numpy as np
+import pytest
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Detector
+from stream_dedup.errors import ConfigError, InputError
+from stream_dedup.text import Shingling, normalize, shingle_set
+from tests.corpus import make_corpus
+
+
+def run(detector: Detector, texts: list[str], batch: int) -> list[tuple[str, str | None]]:
+    out = []
+    for start in range(0, len(texts), batch):
+        ids = [str(i) for i in range(start, min(start + batch, len(texts)))]
+        out += [(v.verdict, v.duplicate_of) for v in detector.process(ids, texts[start : start + batch])]
+    return out
+
+
+def test_verdicts_do_not_depend_on_batch_boundaries() -> None:
+    texts = make_corpus(700, seed=2)
+    config = DetectionConfig(threshold=0.7)
+    one_by_one = run(Detector(config), texts, batch=1)
+    assert one_by_one == run(Detector(config), texts, batch=64)
+    assert one_by_one == run(Detector(config), texts, batch=700)
+    assert sum(v == "duplicate" for v, _ in one_by_one) > 100
+
+
+def test_agrees_with_brute_force_exact_jaccard_in_stream_order() -> None:
+    texts = make_corpus(600, seed=9)
+    shingling = Shingling("char", 10)
+    config = DetectionConfig(threshold=0.8, shingle_size=10)
+    sets = [shingle_set(normalize(t), shingling) for t in texts]
+    truth = [any(len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= 0.8 for j in range(i)) for i in range(len(texts))]
+    found = [v == "duplicate" for v, _ in run(Detector(config), texts, batch=100)]
+    true_positive = sum(f and t for f, t in zip(found, truth, strict=True))
+    assert sum(truth) > 50
+    # This corpus is built to put many pairs right at the threshold, where a
+    # 128-slot estimate (standard error ~0.035) must err both ways; real text
+    # has far fewer such pairs (see benchmarks/accuracy.py for the real bar).
+    assert true_positive / sum(found) >= 0.85
+    assert true_positive / sum(truth) >= 0.95
+
+
+def test_exact_copies_point_to_the_earliest_and_are_indexed_too() -> None:
+    detector = Detector(DetectionConfig())
+    text = "an advert for a flat with two rooms near the station"
+    verdicts = detector.process(["a", "b", "c"], [text, text, text])
+    verdicts += detector.process(["d"], [text.upper()])
+    assert [(v.verdict, v.duplicate_of, v.similarity) for v in verdicts] == [
+        ("unique", None, None),
+        ("duplicate", "a", 1.0),
+        ("duplicate", "a", 1.0),
+        ("duplicate", "a", 1.0),
+    ]
+    assert len(detector) == 4
+
+
+def test_best_match_wins_over_an_earlier_weaker_one() -> None:
+    base = "the quick brown fox jumps over the lazy dog near the river bank today"
+    weaker = base.replace("today", "yesterday at noon")
+    detector = Detector(DetectionConfig(threshold=0.6))
+    verdicts = detector.process(["weak", "exact", "probe"], [weaker, base, base])
+    assert verdicts[2].duplicate_of == "exact"
+
+
+def test_empty_text_is_rejected_without_changing_the_index() -> None:
+    detector = Detector(DetectionConfig())
+    detector.process(["a"], ["some text"])
+    with pytest.raises(InputError):
+        detector.process(["b", "c"], ["more text", " "])
+    assert len(detector) == 1
+    assert detector.process(["b"], ["more text"])[0].verdict == "unique"
+
+
+def test_memory_per_document_stays_within_budget() -> None:
+    detector = Detector(DetectionConfig(bands=16, rows_per_band=8))
+    rng = np.random.default_rng(0)
+    for start in range(0, 200_000, 20_000):
+        ids = [f"doc-{i}" for i in range(start, start + 20_000)]
+        detector.process_signatures(ids, rng.integers(0, 256, (20_000, 128), dtype=np.uint8), np.zeros(20_000))
+    assert detector.memory_bytes() / len(detector) <= 400
+
+
+@pytest.mark.parametrize(
+    ("setting", "kwargs"),
+    [
+        ("threshold", {"threshold": 0.0}),
+        ("bands", {"bands": 4}),
+        ("bands", {"bands": 40, "rows_per_band": 4}),
+        ("shingle_size", {"shingle_size": 0}),
+        ("max_documents", {"max_documents": 0}),
+        ("max_bucket_size", {"max_bucket_size": 0}),
+    ],
+)
+def test_bad_settings_name_the_setting(setting: str, kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match=setting):
+        Detector(DetectionConfig(**kwargs))  # type: ignore[arg-type]

@@ -1,0 +1,40 @@
+import numpy as np
+import pytest
+
+from stream_dedup.errors import ConfigError
+from stream_dedup.lsh import BandParameters, choose_bands
+
+
+def test_threshold_08_with_128_permutations_keeps_recall_where_datasketch_loses_it() -> None:
+    ours = choose_bands(0.8, 128)
+    datasketch = BandParameters(bands=9, rows_per_band=13)
+    assert (ours.bands, ours.rows_per_band) == (21, 6)
+    similarities = np.linspace(0.8, 1.0, 201)
+    assert ours.collision_probability(similarities).mean() > 0.999
+    assert datasketch.collision_probability(similarities).mean() < 0.9
+
+
+@pytest.mark.parametrize("threshold", [0.3, 0.5, 0.7, 0.8, 0.9, 0.95])
+@pytest.mark.parametrize("num_perm", [64, 128, 256])
+def test_chosen_banding_reaches_the_recall_target_with_the_steepest_curve(threshold: float, num_perm: int) -> None:
+    chosen = choose_bands(threshold, num_perm, min_recall=0.99)
+    assert chosen.collision_probability(threshold) >= 0.99
+    assert chosen.bands * chosen.rows_per_band <= num_perm
+    steeper = BandParameters(num_perm // (chosen.rows_per_band + 1), chosen.rows_per_band + 1)
+    assert steeper.collision_probability(threshold) < 0.99
+
+
+def test_unused_slots_are_reported() -> None:
+    assert BandParameters(21, 6).unused_slots(128) == 2
+    assert BandParameters(16, 8).unused_slots(128) == 0
+
+
+def test_s_curve_matches_its_formula() -> None:
+    banding = BandParameters(20, 5)
+    assert banding.collision_probability(0.6) == pytest.approx(1 - (1 - 0.6**5) ** 20)
+    assert banding.collision_probability(banding.midpoint()) == pytest.approx(0.5)
+
+
+def test_impossible_threshold_names_the_setting() -> None:
+    with pytest.raises(ConfigError, match="threshold"):
+        choose_bands(1.0, 128)

@@ -1,0 +1,149 @@
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_dedup.errors import ConfigError, InputError
+from stream_dedup.sketch import MinHasher, SignatureBuilder, estimate_jaccard
+from stream_dedup.text import Shingling, normalize, shingle_set
+from tests.corpus import make_corpus
+
+
+def exact_jaccard(a: str, b: str, shingling: Shingling) -> float:
+    left, right = shingle_set(normalize(a), shingling), shingle_set(normalize(b), shingling)
+    return len(left & right) / len(left | right)
+
+
+def estimation_errors(scheme: str, pairs: list[tuple[str, str]], num_perm: int = 128) -> np.ndarray:
+    """Estimate minus exact Jaccard per pair, each pair under its own seed.
+
+    The estimate is random over the choice of hash functions, not over pairs:
+    a fresh seed per pair makes the errors independent draws.
+    """
+    errors = []
+    for seed, (a, b) in enumerate(pairs):
+        hasher = MinHasher(num_perm=num_perm, scheme=scheme, seed=seed)  # type: ignore[arg-type]
+        sigs = hasher.signatures([a, b])
+        errors.append(estimate_jaccard(sigs[0], sigs[1]) - exact_jaccard(a, b, hasher.shingling))
+    return np.array(errors)
+
+
+@pytest.fixture(scope="module")
+def near_pairs() -> list[tuple[str, str]]:
+    texts = make_corpus(600, seed=11, copies=0.5)
+    hasher = MinHasher()
+    pairs = []
+    for i in range(1, len(texts)):
+        for j in range(max(0, i - 40), i):
+            similarity = exact_jaccard(texts[i], texts[j], hasher.shingling)
+            if 0.2 <= similarity < 1.0 and (texts[j], texts[i]) not in pairs:
+                pairs.append((texts[i], texts[j]))
+    return pairs[:400]
+
+
+@pytest.mark.parametrize("scheme", ["oph", "classic"])
+def test_estimates_are_unbiased_and_within_minhash_error(scheme: str, near_pairs: list[tuple[str, str]]) -> None:
+    errors = estimation_errors(scheme, near_pairs)
+    assert len(near_pairs) >= 200
+    assert abs(errors.mean()) < 0.01  # unbiased
+    assert np.sqrt((errors**2).mean()) < 0.05  # about sqrt(J(1-J)/128) <= 0.044
+
+
+def test_one_permutation_is_at_least_as_accurate_as_classic(
+    near_pairs: list[tuple[str, str]],
+) -> None:
+    oph = np.sqrt((estimation_errors("oph", near_pairs) ** 2).mean())
+    classic = np.sqrt((estimation_errors("classic", near_pairs) ** 2).mean())
+    assert oph <= classic * 1.05
+
+
+def test_estimate_converges_to_exact_jaccard_as_num_perm_grows() -> None:
+    a, b = make_corpus(2, seed=3, copies=0.0)
+    b = a + " " + b[: len(b) // 3]
+    exact = exact_jaccard(a, b, Shingling())
+    rmse = []
+    for num_perm in (32, 256, 2048):
+        errors = [
+            estimate_jaccard(*MinHasher(num_perm=num_perm, seed=seed).signatures([a, b])) - exact for seed in range(30)
+        ]
+        rmse.append(float(np.sqrt(np.mean(np.square(errors)))))
+    assert rmse[0] > rmse[1] > rmse[2]
+    assert rmse[2] < 0.01
+
+
+def test_signatures_are_reproducible_and_depend_on_the_seed() -> None:
+    text = ["a reproducible signature for ever"]
+    first = MinHasher(seed=5).signatures(text)
+    assert (first == MinHasher(seed=5).signatures(text)).all()
+    assert not (first == MinHasher(seed=6).signatures(text)).any()
+    assert first.dtype == np.uint32 and first.shape == (1, 128)
+
+
+def test_signatures_are_stable_across_releases() -> None:
+    # Golden values: a failure means stored indexes and snapshots would be
+    # silently incomparable. Bump SIGNATURE_FORMAT rather than editing these.
+    oph = MinHasher().signatures(["golden signature text"])[0, :4].tolist()
+    classic = MinHasher(scheme="classic").signatures(["golden signature text"])[0, :4].tolist()
+    assert oph == GOLDEN_OPH
+    assert classic == GOLDEN_CLASSIC
+
+
+def test_short_documents_do_not_collapse_into_one_signature() -> None:
+    sigs = MinHasher().signatures(["ab", "cd", "x", "yz"])
+    assert len({row.tobytes() for row in sigs}) == 4
+
+
+def test_empty_text_is_bad_input() -> None:
+    with pytest.raises(InputError):
+        MinHasher().signatures(["fine", "   "])
+
+
+@pytest.mark.parametrize(
+    ("setting", "kwargs"),
+    [("num_perm", {"num_perm": 4}), ("scheme", {"scheme": "x"}), ("seed", {"seed": -1})],
+)
+def test_bad_parameters_name_the_setting(setting: str, kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError, match=setting):
+        MinHasher(**kwargs)  # type: ignore[arg-type]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    text=st.text(alphabet="abc de\tXY\n", min_size=1, max_size=120).filter(lambda t: normalize(t) != ""),
+    cuts=st.lists(st.integers(0, 120), max_size=6),
+    unit=st.sampled_from(["char", "word"]),
+    size=st.integers(1, 6),
+    scheme=st.sampled_from(["oph", "classic"]),
+)
+def test_signing_in_pieces_equals_signing_whole(text: str, cuts: list[int], unit: str, size: int, scheme: str) -> None:
+    hasher = MinHasher(num_perm=64, scheme=scheme, shingling=Shingling(unit, size))  # type: ignore[arg-type]
+    builder = SignatureBuilder(hasher)
+    bounds = [0, *sorted(c for c in cuts if c <= len(text)), len(text)]
+    for start, end in itertools.pairwise(bounds):
+        builder.update(text[start:end])
+    assert (builder.signature() == hasher.signatures([text])[0]).all()
+
+
+def test_merging_builders_gives_the_union_of_shingle_sets() -> None:
+    hasher = MinHasher()
+    left, right = SignatureBuilder(hasher), SignatureBuilder(hasher)
+    left.update("first document about apples")
+    right.update("second document about pears")
+    expected = np.minimum(left.sketch(), right.sketch())
+    left.merge(right)
+    assert (left.sketch() == expected).all()
+    union = hasher.finalize(expected[None, :])[0]
+    assert estimate_jaccard(union, left.signature()) == 1.0
+
+
+def test_builder_with_no_text_is_bad_input() -> None:
+    builder = SignatureBuilder(MinHasher())
+    builder.update("   ")
+    with pytest.raises(InputError):
+        builder.signature()
+
+
+GOLDEN_OPH = [435092492, 4241037083, 1816136234, 584238137]
+GOLDEN_CLASSIC = [2119068508, 3780222324, 2521203180, 3885352738]
