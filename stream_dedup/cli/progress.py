@@ -8,9 +8,9 @@ from typing import TextIO
 class Progress:
     """Redraws ``documents, duplicates, rate`` at most twice a second, only on a terminal."""
 
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
-        self._stream = stream
-        self._enabled = stream.isatty()
+    def __init__(self, stream: TextIO | None = None) -> None:
+        self._stream = stream or sys.stderr
+        self._enabled = self._stream.isatty()
         self._started = time.monotonic()
         self._last_draw = 0.0
 

@@ -83,8 +83,21 @@ def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: di
         "metadata": metadata or {},
     }
     header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
-    digest = xxhash.xxh3_128()
     temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+    try:
+        size = _write(temporary, header_bytes, arrays)
+        os.replace(temporary, target)
+    except BaseException:
+        # A failed write (full disk, interrupted) must not leave a stray temporary behind.
+        temporary.unlink(missing_ok=True)
+        raise
+    _fsync_directory(target.parent)
+    return size
+
+
+def _write(temporary: Path, header_bytes: bytes, arrays: list[tuple[str, np.ndarray]]) -> int:
+    """Write prefix, header, arrays, checksum and end marker to ``temporary``, fsynced; return the size."""
+    digest = xxhash.xxh3_128()
     with open(temporary, "wb") as out:
         for chunk in (_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header_bytes)), header_bytes):
             digest.update(chunk)
@@ -97,10 +110,7 @@ def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: di
         out.write(END_MAGIC)
         out.flush()
         os.fsync(out.fileno())
-        size = out.tell()
-    os.replace(temporary, target)
-    _fsync_directory(target.parent)
-    return size
+        return out.tell()
 
 
 def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tuple[Detector, dict[str, Any]]:

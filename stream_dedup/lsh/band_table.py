@@ -64,8 +64,8 @@ class BandTables:
         bucket = _home_bucket(keys, buckets)
         fingerprint = _fingerprint(keys)
         pending = np.arange(keys.size)
-        found_query: list[IntArray] = []
-        found_doc: list[IntArray] = []
+        found_query: list[IntArray] = [np.empty(0, np.intp)]
+        found_doc: list[IntArray] = [np.empty(0, np.intp)]
         while pending.size:
             cell = bands[pending] * buckets + bucket[pending]
             used = fill[cell]

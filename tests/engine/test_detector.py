@@ -72,6 +72,14 @@ def test_empty_text_is_rejected_without_changing_the_index() -> None:
     assert detector.process(["b"], ["more text"])[0].verdict == "unique"
 
 
+def test_an_empty_batch_is_a_no_op() -> None:
+    detector = Detector(DetectionConfig())
+    assert detector.process([], []) == []
+    detector.process(["a"], ["some text"])
+    assert detector.process([], []) == []
+    assert len(detector) == 1
+
+
 def test_memory_per_document_stays_within_budget() -> None:
     detector = Detector(DetectionConfig(bands=16, rows_per_band=8))
     rng = np.random.default_rng(0)
