@@ -1,0 +1,408 @@
+"""``stream-dedup dedup``: verdicts in input order, rejects kept, settings checked.
+
+Most tests run the command as a user would (a subprocess in a scratch
+directory); the batch-size test calls :func:`main` in-process so that it can
+shrink ``BATCH_SIZE``.
+"""
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stream_dedup.cli import dedup_command
+from stream_dedup.cli.main import main
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VERDICT_FIELDS = ["id", "verdict", "duplicate_of", "similarity"]
+
+
+def _words(seed: int, count: int) -> list[str]:
+    """``count`` pseudo-random lower-case words of 8 to 10 letters (no two texts share many)."""
+    rng = random.Random(seed)
+    return ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(8, 10))) for _ in range(count)]
+
+
+def text(seed: int, count: int = 60) -> str:
+    return " ".join(_words(seed, count))
+
+
+def near_copy(original: str) -> str:
+    """``original`` with one word replaced: Jaccard of character 5-shingles about 0.95."""
+    words = original.split()
+    words[len(words) // 2] = "replacement"
+    return " ".join(words)
+
+
+def jsonl(*records: dict[str, Any]) -> bytes:
+    return b"".join(json.dumps(r).encode() + b"\n" for r in records)
+
+
+def run_cli(*args: str, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "stream_dedup.cli.main", "dedup", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def verdicts(raw: bytes | str) -> list[dict[str, Any]]:
+    lines = raw.decode() if isinstance(raw, bytes) else raw
+    return [json.loads(line) for line in lines.splitlines()]
+
+
+def rejects(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+# --- verdicts ---------------------------------------------------------------------------
+
+
+def test_one_verdict_line_per_record_in_input_order_with_exactly_the_verdict_fields(tmp_path: Path) -> None:
+    ids = [f"doc-{i}" for i in range(8)]
+    (tmp_path / "in.jsonl").write_bytes(jsonl(*({"id": d, "text": text(i)} for i, d in enumerate(ids))))
+
+    result = run_cli("in.jsonl", "--output", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b""
+    lines = verdicts((tmp_path / "out.jsonl").read_bytes())
+    assert [list(v) for v in lines] == [VERDICT_FIELDS] * len(ids)
+    assert lines == [{"id": d, "verdict": "unique", "duplicate_of": None, "similarity": None} for d in ids]
+
+
+def test_near_copy_later_in_the_file_is_duplicate_of_the_earlier_record(tmp_path: Path) -> None:
+    original = text(1)
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl(
+            {"id": "original", "text": original},
+            {"id": "other", "text": text(2)},
+            {"id": "copy", "text": near_copy(original)},
+        )
+    )
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    first, other, copy = verdicts((tmp_path / "out.jsonl").read_bytes())
+    assert first == {"id": "original", "verdict": "unique", "duplicate_of": None, "similarity": None}
+    assert other["verdict"] == "unique"
+    assert copy["verdict"] == "duplicate"
+    assert copy["duplicate_of"] == "original"
+    assert 0.85 <= copy["similarity"] < 1.0
+
+
+def test_exact_copies_of_one_text_all_point_to_the_earliest(tmp_path: Path) -> None:
+    repeated = text(7)
+    records = []
+    for i in range(6):
+        records.append({"id": f"copy-{i}", "text": repeated})
+        records.append({"id": f"filler-{i}", "text": text(100 + i)})
+    (tmp_path / "in.jsonl").write_bytes(jsonl(*records))
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    by_id = {v["id"]: v for v in verdicts((tmp_path / "out.jsonl").read_bytes())}
+    assert by_id["copy-0"]["verdict"] == "unique"
+    for i in range(1, 6):
+        assert by_id[f"copy-{i}"] == {
+            "id": f"copy-{i}",
+            "verdict": "duplicate",
+            "duplicate_of": "copy-0",
+            "similarity": 1.0,
+        }
+    assert all(by_id[f"filler-{i}"]["verdict"] == "unique" for i in range(6))
+
+
+def test_integer_ids_are_accepted_and_written_as_strings(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": 17, "text": text(1)}, {"id": 18, "text": text(1)}))
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert verdicts((tmp_path / "out.jsonl").read_bytes()) == [
+        {"id": "17", "verdict": "unique", "duplicate_of": None, "similarity": None},
+        {"id": "18", "verdict": "duplicate", "duplicate_of": "17", "similarity": 1.0},
+    ]
+
+
+def test_reads_standard_input_and_writes_standard_output_by_default(tmp_path: Path) -> None:
+    original = text(3)
+    stdin = jsonl({"id": "a", "text": original}, {"id": "b", "text": near_copy(original)})
+
+    result = run_cli("-", cwd=tmp_path, stdin=stdin)
+
+    assert result.returncode == 0, result.stderr
+    a, b = verdicts(result.stdout)
+    assert a == {"id": "a", "verdict": "unique", "duplicate_of": None, "similarity": None}
+    assert (b["id"], b["verdict"], b["duplicate_of"]) == ("b", "duplicate", "a")
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_output_option_writes_verdicts_to_the_file_and_nothing_to_standard_output(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
+
+    result = run_cli("in.jsonl", "--output", "verdicts.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == b""
+    assert verdicts((tmp_path / "verdicts.jsonl").read_bytes()) == [
+        {"id": "a", "verdict": "unique", "duplicate_of": None, "similarity": None}
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "verdicts.jsonl"]
+
+
+def test_summary_line_on_standard_error_counts_documents_duplicates_and_rejected(tmp_path: Path) -> None:
+    original = text(1)
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl({"id": "a", "text": original}, {"id": "b", "text": original}, {"id": "c", "text": text(2)})
+        + b"not json\n"
+        + jsonl({"id": "d", "text": near_copy(original)}, {"text": "no id"})
+    )
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    summary = result.stderr.decode().splitlines()[-1]
+    assert re.fullmatch(r"4 documents, 2 duplicates \(50\.0%\), .* documents/s, 2 rejected", summary), summary
+
+
+# --- malformed lines --------------------------------------------------------------------
+
+MALFORMED = {
+    "not JSON": (b'{"id": "x", "text": ', "not valid JSON"),
+    "a JSON array": (b'["x", "some text"]', "expected a JSON object, got list"),
+    "a JSON string": (b'"just some text"', "expected a JSON object, got str"),
+    "missing id": (b'{"text": "some text here"}', "field 'id' must be a non-empty string or an integer"),
+    "empty id": (b'{"id": "", "text": "some text here"}', "field 'id' must be a non-empty string or an integer"),
+    "boolean id": (b'{"id": true, "text": "some text here"}', "field 'id' must be a non-empty string or an integer"),
+    "numeric text": (b'{"id": "x", "text": 42}', "field 'text' must be a string"),
+    "null text": (b'{"id": "x", "text": null}', "field 'text' must be a string"),
+    "whitespace-only text": (b'{"id": "x", "text": " \\t\\n  "}', "field 'text' is empty after normalisation"),
+    "invalid UTF-8 bytes": (b'{"id": "x", "text": "caf\xe9 au lait \xff"}', "not valid UTF-8"),
+    "lone surrogate escape in id": (
+        b'{"id": "\\ud800", "text": "some text here"}',
+        "field 'id' holds an unpaired surrogate escape",
+    ),
+    "lone surrogate escape in text": (
+        b'{"id": "x", "text": "abc \\ud800 def"}',
+        "field 'text' holds an unpaired surrogate escape",
+    ),
+}
+
+
+@pytest.mark.parametrize("line, reason", MALFORMED.values(), ids=MALFORMED.keys())
+def test_malformed_line_goes_to_rejects_with_its_line_number_and_the_run_continues(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], line: bytes, reason: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    good = text(1)
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl({"id": "first", "text": good}) + line + b"\n" + jsonl({"id": "third", "text": good})
+    )
+
+    code = main(["dedup", "in.jsonl", "-o", "out.jsonl"])
+
+    assert code == 0
+    assert verdicts((tmp_path / "out.jsonl").read_bytes()) == [
+        {"id": "first", "verdict": "unique", "duplicate_of": None, "similarity": None},
+        {"id": "third", "verdict": "duplicate", "duplicate_of": "first", "similarity": 1.0},
+    ]
+    (reject,) = rejects(tmp_path / "out.jsonl.rejects.jsonl")
+    assert reject["line"] == 2
+    assert reject["reason"].startswith(reason)
+    # The raw line survives byte for byte, undecodable bytes included.
+    assert reject["raw"].encode("utf-8", "surrogateescape") == line
+    assert f"line 2: {reject['reason']} (written to out.jsonl.rejects.jsonl)" in capsys.readouterr().err
+
+
+def test_blank_lines_are_skipped_but_still_counted_in_line_numbers(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}) + b"\n   \n" + b"oops\n")
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert [v["id"] for v in verdicts((tmp_path / "out.jsonl").read_bytes())] == ["a"]
+    assert [(r["line"], r["raw"]) for r in rejects(tmp_path / "out.jsonl.rejects.jsonl")] == [(4, "oops")]
+
+
+def test_rejects_go_to_rejects_jsonl_in_the_working_directory_when_writing_to_standard_output(
+    tmp_path: Path,
+) -> None:
+    stdin = jsonl({"id": "a", "text": text(1)}) + b"[1, 2]\n" + b"{bad\n"
+
+    result = run_cli("-", cwd=tmp_path, stdin=stdin)
+
+    assert result.returncode == 0, result.stderr
+    assert [v["id"] for v in verdicts(result.stdout)] == ["a"]
+    assert [(r["line"], r["raw"]) for r in rejects(tmp_path / "rejects.jsonl")] == [(2, "[1, 2]"), (3, "{bad")]
+    stderr = result.stderr.decode()
+    assert "line 2: expected a JSON object, got list (written to rejects.jsonl)" in stderr
+    assert "line 3: not valid JSON" in stderr
+
+
+def test_rejects_option_chooses_the_rejects_file(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(b"nope\n" + jsonl({"id": "a", "text": text(1)}))
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", "--rejects", "bad-lines.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert [(r["line"], r["raw"]) for r in rejects(tmp_path / "bad-lines.jsonl")] == [(1, "nope")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad-lines.jsonl", "in.jsonl", "out.jsonl"]
+
+
+@pytest.mark.parametrize("output", ["-", "out.jsonl"], ids=["stdout", "output file"])
+def test_no_rejects_file_is_created_when_nothing_is_rejected(tmp_path: Path, output: str) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}, {"id": "b", "text": text(2)}))
+
+    result = run_cli("in.jsonl", "-o", output, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "rejects.jsonl").exists()
+    assert not (tmp_path / "out.jsonl.rejects.jsonl").exists()
+    assert result.stderr.decode().endswith(", 0 rejected\n")
+
+
+# --- settings ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags, setting",
+    [
+        (["--threshold", "1.5"], "threshold"),
+        (["--threshold", "0"], "threshold"),
+        (["--num-perm", "3"], "num_perm"),
+        (["--bands", "4"], "bands"),
+        (["--bands", "16", "--rows-per-band", "9"], "bands"),
+        (["--shingle-size", "0"], "shingle_size"),
+        (["--max-documents", "0"], "max_documents"),
+    ],
+)
+def test_bad_setting_exits_with_code_2_and_a_message_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flags: list[str], setting: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
+
+    code = main(["dedup", "in.jsonl", "-o", "out.jsonl", *flags])
+
+    assert code == 2
+    assert f"invalid setting '{setting}'" in capsys.readouterr().err
+    # Settings are checked before anything is written.
+    assert not Path("out.jsonl").exists()
+
+
+def test_bad_setting_exits_with_code_2_from_the_command_line(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
+
+    result = run_cli("in.jsonl", "--threshold", "1.5", cwd=tmp_path)
+
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert result.stderr.decode() == (
+        "stream-dedup: invalid setting 'threshold': must be strictly between 0 and 1, got 1.5\n"
+    )
+
+
+def test_missing_input_file_exits_with_code_1_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+
+    code = main(["dedup", "absent.jsonl", "-o", "out.jsonl"])
+
+    assert code == 1
+    assert "absent.jsonl" in capsys.readouterr().err
+
+
+# --- batching and shingling -------------------------------------------------------------
+
+
+def _mixed_corpus() -> bytes:
+    """Near-copies, exact copies and rejects spread so that small batches split them apart."""
+    rng = random.Random(5)
+    bases = [text(200 + i) for i in range(6)]
+    lines = []
+    for i in range(40):
+        kind = rng.random()
+        if kind < 0.1:
+            lines.append(b"{broken")
+        elif kind < 0.4:
+            lines.append(json.dumps({"id": f"d{i}", "text": rng.choice(bases)}).encode())
+        elif kind < 0.7:
+            lines.append(json.dumps({"id": f"d{i}", "text": near_copy(rng.choice(bases))}).encode())
+        else:
+            lines.append(json.dumps({"id": f"d{i}", "text": text(300 + i)}).encode())
+    return b"\n".join(lines) + b"\n"
+
+
+def _dedup_in_process(directory: Path) -> tuple[str, str]:
+    code = main(["dedup", "in.jsonl", "-o", "out.jsonl"])
+    assert code == 0
+    outputs = (Path("out.jsonl").read_text(), Path("out.jsonl.rejects.jsonl").read_text())
+    for name in ("out.jsonl", "out.jsonl.rejects.jsonl"):
+        (directory / name).unlink()
+    return outputs
+
+
+def test_verdicts_and_rejects_do_not_depend_on_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    Path("in.jsonl").write_bytes(_mixed_corpus())
+    reference = _dedup_in_process(tmp_path)
+
+    for batch_size in (1, 2, 3, 7, 16):
+        monkeypatch.setattr(dedup_command, "BATCH_SIZE", batch_size)
+        assert _dedup_in_process(tmp_path) == reference, f"BATCH_SIZE={batch_size}"
+
+    # The corpus really exercises both verdicts and rejects.
+    kinds = {v["verdict"] for v in verdicts(reference[0])}
+    assert kinds == {"unique", "duplicate"}
+    assert len(reference[1].splitlines()) > 0
+
+
+def _every_tenth_word_altered(original: str) -> str:
+    """One letter changed in every tenth word: most character shingles survive, few word 3-shingles do."""
+    words = original.split()
+    for i in range(0, len(words), 10):
+        words[i] = words[i][:-1] + ("x" if words[i][-1] != "x" else "y")
+    return " ".join(words)
+
+
+@pytest.mark.parametrize(
+    "flags, altered_verdict",
+    [
+        ([], "duplicate"),  # character 5-shingles: Jaccard about 0.9
+        (["--shingle-unit", "word", "--shingle-size", "3"], "unique"),  # word 3-shingles: about 0.55
+    ],
+    ids=["char 5-shingles", "word 3-shingles"],
+)
+def test_shingle_unit_decides_what_counts_as_a_near_copy(
+    tmp_path: Path, flags: list[str], altered_verdict: str
+) -> None:
+    original = text(11, count=80)
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl(
+            {"id": "original", "text": original},
+            {"id": "one word changed", "text": near_copy(original)},
+            {"id": "every tenth word altered", "text": _every_tenth_word_altered(original)},
+        )
+    )
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", *flags, cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    first, near, altered = verdicts((tmp_path / "out.jsonl").read_bytes())
+    assert first["verdict"] == "unique"
+    assert (near["verdict"], near["duplicate_of"]) == ("duplicate", "original")
+    assert altered["verdict"] == altered_verdict

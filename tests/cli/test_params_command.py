@@ -1,0 +1,163 @@
+"""``stream-dedup params``: the banding for a threshold, its S-curve, and its accuracy on a sample."""
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stream_dedup.cli.main import main
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CURVE_LINE = re.compile(r"^  (\d\.\d\d)  (\d\.\d{6})(  <- threshold)?$")
+
+
+def params(capsys: pytest.CaptureFixture[str], *flags: str) -> tuple[int, str, str]:
+    code = main(["params", *flags])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def s_curve(out: str) -> list[tuple[float, float, bool]]:
+    rows = []
+    for line in out.splitlines():
+        match = CURVE_LINE.match(line)
+        if match:
+            rows.append((float(match[1]), float(match[2]), match[3] is not None))
+    return rows
+
+
+def candidate_probability(similarity: float, bands: int, rows: int) -> float:
+    return 1.0 - (1.0 - similarity**rows) ** bands
+
+
+def test_threshold_0_8_with_128_slots_chooses_21_bands_of_6_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = params(capsys, "--threshold", "0.8", "--num-perm", "128")
+
+    assert code == 0
+    assert "threshold 0.8, num_perm 128, scheme oph" in out.splitlines()
+    assert "bands (b) 21, rows per band (r) 6" in out.splitlines()
+
+
+def test_prints_the_s_curve_from_0_1_to_1_with_the_threshold_marked(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = params(capsys, "--threshold", "0.8", "--num-perm", "128")
+
+    curve = s_curve(out)
+    assert [s for s, _, _ in curve] == [round(0.1 + 0.05 * i, 2) for i in range(19)]
+    for similarity, probability, _ in curve:
+        assert probability == pytest.approx(candidate_probability(similarity, 21, 6), abs=5e-7)
+    assert [s for s, _, marked in curve if marked] == [0.8]
+    probabilities = [p for _, p, _ in curve]
+    assert probabilities == sorted(probabilities)
+
+
+def test_prints_false_positive_and_false_negative_probabilities(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = params(capsys, "--threshold", "0.8", "--num-perm", "128")
+
+    positive = re.search(r"^false positive probability \(mean over J < 0\.8\) (\d\.\d{4})$", out, re.M)
+    negative = re.search(r"^false negative probability \(mean over J >= 0\.8\) (\d\.\d{5})$", out, re.M)
+    assert positive and negative, out
+    # Means of the S-curve below the threshold, and of its complement above it.
+    below = [candidate_probability(0.8 * i / 4000, 21, 6) for i in range(4001)]
+    above = [1 - candidate_probability(0.8 + 0.2 * i / 4000, 21, 6) for i in range(4001)]
+    assert float(positive[1]) == pytest.approx(sum(below) / len(below), abs=2e-4)
+    assert float(negative[1]) == pytest.approx(sum(above) / len(above), abs=2e-5)
+    assert "candidate probability at threshold 0.9983" in out
+
+
+def test_warns_on_standard_error_that_2_signature_slots_are_unused(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, err = params(capsys, "--threshold", "0.8", "--num-perm", "128")
+
+    assert err == (
+        "warning: b x r = 126 leaves 2 of 128 signature slots unused by the bands (they still count in verification)\n"
+    )
+    assert "warning" not in out
+
+
+def test_explicit_16_bands_of_8_rows_use_every_slot_and_do_not_warn(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = params(capsys, "--threshold", "0.8", "--num-perm", "128", "--bands", "16", "--rows-per-band", "8")
+
+    assert code == 0
+    assert err == ""
+    assert "bands (b) 16, rows per band (r) 8" in out.splitlines()
+    curve = dict((s, p) for s, p, _ in s_curve(out))
+    assert curve[0.8] == pytest.approx(candidate_probability(0.8, 16, 8), abs=5e-7)
+
+
+@pytest.mark.parametrize(
+    "flags, setting",
+    [
+        (["--threshold", "1.5"], "threshold"),
+        (["--bands", "16"], "bands"),
+        (["--bands", "16", "--rows-per-band", "9"], "bands"),
+        (["--num-perm", "3"], "num_perm"),
+    ],
+)
+def test_bad_setting_exits_with_code_2_and_names_the_setting(
+    capsys: pytest.CaptureFixture[str], flags: list[str], setting: str
+) -> None:
+    code, out, err = params(capsys, *flags)
+
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"stream-dedup: invalid setting '{setting}'")
+
+
+def _words(rng: random.Random, count: int) -> list[str]:
+    return ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(6, 10))) for _ in range(count)]
+
+
+def _sample(path: Path, originals: int, planted: int) -> None:
+    """``originals`` unrelated texts, then one near-copy (one word of 60 replaced) of each of the first ``planted``."""
+    rng = random.Random(42)
+    texts = [" ".join(_words(rng, 60)) for _ in range(originals)]
+    records = [{"id": f"o{i}", "text": t} for i, t in enumerate(texts)]
+    for i in range(planted):
+        words = texts[i].split()
+        words[30] = "planted"
+        records.append({"id": f"p{i}", "text": " ".join(words)})
+    lines = [json.dumps(r) for r in records]
+    lines.insert(3, "this line is not JSON and is skipped")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_sample_reports_precision_and_recall_of_planted_near_duplicates(tmp_path: Path) -> None:
+    _sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+
+    result = subprocess.run(
+        [sys.executable, "-m", "stream_dedup.cli.main", "params", "--threshold", "0.8", "--sample", "sample.jsonl"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert result.returncode == 0, result.stderr
+    tail = result.stdout.splitlines()[-4:]
+    assert tail == [
+        "sample sample.jsonl: 38 documents",
+        "  pairs with exact J >= 0.8: 8",
+        "  pairs flagged (candidate and estimate >= 0.8): 8",
+        "  precision 1.0000, recall 1.0000",
+    ]
+
+
+def test_sample_limit_caps_the_documents_measured(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    _sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+
+    # The first 30 documents are the unrelated originals: no true pair, nothing flagged.
+    code, out, _ = params(capsys, "--sample", str(tmp_path / "sample.jsonl"), "--sample-limit", "30")
+
+    assert code == 0
+    assert out.splitlines()[-3:] == [
+        "  pairs with exact J >= 0.8: 0",
+        "  pairs flagged (candidate and estimate >= 0.8): 0",
+        "  precision 1.0000, recall 1.0000",
+    ]
+    assert f"sample {tmp_path / 'sample.jsonl'}: 30 documents" in out
