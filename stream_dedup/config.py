@@ -100,4 +100,4 @@ class DetectionConfig:
     def fingerprint(self) -> str:
         """Short stable hash of every parameter that decides verdicts (16 hex digits)."""
         decisive = {**asdict(self), **self.signature_parameters()}
-        return xxhash.xxh3_64_hexdigest(json.dumps(decisive, sort_keys=True))
+        return xxhash.xxh3_64_hexdigest(json.dumps(decisive, sort_keys=True).encode("utf-8"))

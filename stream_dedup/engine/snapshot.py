@@ -103,7 +103,7 @@ def _write(temporary: Path, header_bytes: bytes, arrays: list[tuple[str, np.ndar
             digest.update(chunk)
             out.write(chunk)
         for _, array in arrays:
-            data = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            data = np.ascontiguousarray(array).reshape(-1).view(np.uint8).data
             digest.update(data)
             out.write(data)
         out.write(digest.digest())

@@ -77,13 +77,14 @@ class SignatureBuilder:
         if tokens < self._size or self._partial_word:
             # Either the whole (short) document is one shingle, all in the
             # tail, or the word that ends the document completes one last window.
-            last = self._hasher.sketches([self._joiner.join(tail)])[0]
-            return np.minimum(self._sketch, last)
+            last: Uint64Array = self._hasher.sketches([self._joiner.join(tail)])[0]
+            return np.minimum(self._sketch, last, out=last)
         return self._sketch.copy()
 
     def signature(self) -> SignatureArray:
         """The finished signature, equal to signing the whole text at once."""
-        return self._hasher.finalize(self.sketch()[None, :])[0]
+        signature: SignatureArray = self._hasher.finalize(self.sketch()[None, :])[0]
+        return signature
 
     def _absorb(self, tokens: Sequence[str]) -> None:
         """Sign every window that ends in one of the new complete ``tokens``."""

@@ -97,4 +97,4 @@ def estimate_jaccard(left: SignatureArray, right: SignatureArray) -> float:
 
     The standard error is about ``sqrt(J * (1 - J) / num_perm)``.
     """
-    return float(np.count_nonzero(left == right)) / left.shape[-1]
+    return float(np.count_nonzero(left == right) / left.shape[-1])
