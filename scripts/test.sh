@@ -11,6 +11,7 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
     scripts/kafka/broker.sh fetch
 fi
 .venv/bin/ruff check stream_dedup tests benchmarks
+.venv/bin/mypy stream_dedup
 if [ "$#" -eq 0 ]; then
     set -- -m "not long"
 fi

@@ -1,0 +1,202 @@
+"""Index throughput and memory at 1M documents, 16 bands of 8 rows, 128 permutations.
+
+stream_dedup: a ``Detector`` is filled with 1M documents of random signatures
+(unrelated documents: the common case of a stream, nothing to verify), then the next
+100k are probed and inserted through ``Detector.process_signatures`` in batches of
+1,000 (a Kafka poll's worth). Text-to-signature time is excluded: ``signatures.py``
+measures it. Memory per document is read two ways at 1M: ``Detector.memory_bytes()``
+and the growth of the process's resident set while filling.
+
+Each contender runs in a fresh process of its own, so that memory it finds already
+freed (by an earlier contender) cannot hide its resident-set growth.
+
+Anchors, measured in the same run on the same kind of signatures:
+
+* datasketch ``MinHashLSH(num_perm=128, params=(16, 8))``: ``query`` then ``insert``
+  one document at a time, after a fill of 100k (20k with --quick). Its memory per
+  document is the resident-set growth over that fill, extrapolated to 1M as a constant
+  per document (datasketch's dicts of sets grow about linearly).
+* rensa ``RMinHashLSH(threshold=0.8, num_perm=128, num_bands=16)``: filled to the same
+  count as stream_dedup with ``insert_matrix``; probe+insert is
+  ``insert_matrix_and_query_duplicate_flags`` on the same batches. It keeps integer
+  keys and no signatures (flags only, no verification), so it does less work per
+  document than either of the others.
+
+Bars (from the issue): >= 200,000 docs/s probe+insert at 1M indexed, <= 400 bytes/doc.
+
+    python benchmarks/index.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+from _table import Row, print_table, rss_bytes, stopwatch
+from datasketch import MinHash, MinHashLSH
+from rensa import RMinHash, RMinHashLSH
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Detector
+from stream_dedup.engine.compact import compact
+
+NUM_PERM, BANDS, ROWS = 128, 16, 8
+FILL_BATCH, PROBE_BATCH = 10_000, 1_000
+BAR_RATE, BAR_BYTES = 200_000, 400
+
+
+T = TypeVar("T")
+
+
+def isolated(run: Callable[[int, int], T], *counts: int) -> T:
+    """Run a contender in a fresh process, so memory freed by an earlier one cannot hide its growth."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(run, counts)
+
+
+def random_signatures(rng: np.random.Generator, n: int) -> npt.NDArray[np.uint32]:
+    return rng.integers(0, 2**32, size=(n, NUM_PERM), dtype=np.uint32)
+
+
+def ids(start: int, n: int) -> list[str]:
+    return [f"d{i:09d}" for i in range(start, start + n)]
+
+
+def stream_dedup_run(fill: int, probe: int) -> tuple[float, float, float, float, float]:
+    """(fill docs/s, probe+insert docs/s, memory_bytes()/doc, RSS/doc, slowest fill batch s)."""
+    rng = np.random.default_rng(1)
+    config = DetectionConfig(threshold=0.8, num_perm=NUM_PERM, bands=BANDS, rows_per_band=ROWS)
+    rss_before = rss_bytes()
+    detector = Detector(config)
+    slowest = 0.0  # a batch that triggers a table growth rehashes everything: a stall
+    with stopwatch() as t_fill:
+        for start in range(0, fill, FILL_BATCH):
+            sigs = compact(random_signatures(rng, FILL_BATCH))
+            with stopwatch() as t_batch:
+                detector.process_signatures(ids(start, FILL_BATCH), sigs, np.zeros(FILL_BATCH))
+            slowest = max(slowest, t_batch[0])
+    rss_per_doc = (rss_bytes() - rss_before) / len(detector)
+    index_per_doc = detector.memory_bytes() / len(detector)
+    batches = [
+        (
+            ids(fill + start, PROBE_BATCH),
+            compact(random_signatures(rng, PROBE_BATCH)),
+            np.zeros(PROBE_BATCH),
+        )
+        for start in range(0, probe, PROBE_BATCH)
+    ]
+    with stopwatch() as t_probe:
+        for batch in batches:
+            detector.process_signatures(*batch)
+    return fill / t_fill[0], probe / t_probe[0], index_per_doc, rss_per_doc, slowest
+
+
+def datasketch_run(fill: int, probe: int) -> tuple[float, float]:
+    """(query+insert docs/s after ``fill``, RSS growth per document over the fill)."""
+    rng = np.random.default_rng(2)
+
+    def minhashes(n: int) -> list[MinHash]:
+        return [MinHash(num_perm=NUM_PERM, hashvalues=row, scheme="affine32") for row in random_signatures(rng, n)]
+
+    rss_before = rss_bytes()
+    lsh = MinHashLSH(num_perm=NUM_PERM, params=(BANDS, ROWS))
+    for start in range(0, fill, FILL_BATCH):
+        for key, m in zip(ids(start, FILL_BATCH), minhashes(FILL_BATCH), strict=True):
+            lsh.insert(key, m)
+    rss_per_doc = (rss_bytes() - rss_before) / fill
+    batch = list(zip(ids(fill, probe), minhashes(probe), strict=True))
+    with stopwatch() as t:
+        for key, m in batch:
+            lsh.query(m)
+            lsh.insert(key, m)
+    return probe / t[0], rss_per_doc
+
+
+def rensa_run(fill: int, probe: int) -> tuple[float, float]:
+    """(insert+flag docs/s after ``fill``, RSS growth per document over the fill)."""
+    rng = np.random.default_rng(3)
+    tokens_per_doc = 8
+
+    def digests(n: int) -> object:  # random token sets give random signatures
+        tokens = rng.integers(0, 2**63, size=n * tokens_per_doc, dtype=np.uint64)
+        offsets = np.arange(0, n * tokens_per_doc + 1, tokens_per_doc, dtype=np.uint64)
+        return RMinHash.digest_matrix_from_flat_token_hashes(tokens, offsets, NUM_PERM, 42)
+
+    rss_before = rss_bytes()
+    lsh = RMinHashLSH(threshold=0.8, num_perm=NUM_PERM, num_bands=BANDS)
+    for start in range(0, fill, FILL_BATCH):
+        lsh.insert_matrix(digests(FILL_BATCH), start_key=start)
+    rss_per_doc = (rss_bytes() - rss_before) / fill
+    batches = [digests(PROBE_BATCH) for _ in range(0, probe, PROBE_BATCH)]
+    with stopwatch() as t:
+        for i, matrix in enumerate(batches):
+            lsh.insert_matrix_and_query_duplicate_flags(matrix, start_key=fill + i * PROBE_BATCH)
+    return probe / t[0], rss_per_doc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="index probe+insert throughput and memory per document")
+    parser.add_argument("--quick", action="store_true", help="100k indexed instead of 1M")
+    args = parser.parse_args()
+    fill, probe = (100_000, 20_000) if args.quick else (1_000_000, 100_000)
+    ds_fill, ds_probe = (20_000, 5_000) if args.quick else (100_000, 20_000)
+
+    fill_rate, rate, index_bytes, rss_bytes_per_doc, slowest = isolated(stream_dedup_run, fill, probe)
+    ds_rate, ds_bytes = isolated(datasketch_run, ds_fill, ds_probe)
+    rensa_rate, rensa_bytes = isolated(rensa_run, fill, probe)
+
+    at = f"{fill:,} indexed"
+    rows = [
+        Row(
+            f"probe+insert docs/s, {at}",
+            rate,
+            f"datasketch, {ds_fill:,} indexed",
+            ds_rate,
+            f">= {BAR_RATE:,}/s",
+            rate >= BAR_RATE,
+        ),
+        Row(f"probe+insert docs/s, {at}", rate, f"rensa insert+flags, {at}", rensa_rate),
+        Row(
+            f"bytes/doc by memory_bytes(), {at}",
+            index_bytes,
+            f"datasketch RSS/doc at {ds_fill:,} (extrap.)",
+            ds_bytes,
+            f"<= {BAR_BYTES}",
+            index_bytes <= BAR_BYTES,
+            lower_is_better=True,
+        ),
+        Row(
+            f"bytes/doc by RSS growth, {at}",
+            rss_bytes_per_doc,
+            f"datasketch RSS/doc at {ds_fill:,} (extrap.)",
+            ds_bytes,
+            f"<= {BAR_BYTES}",
+            rss_bytes_per_doc <= BAR_BYTES,
+            lower_is_better=True,
+        ),
+        Row(
+            f"bytes/doc by RSS growth, {at}",
+            rss_bytes_per_doc,
+            f"rensa RSS/doc, {at}",
+            rensa_bytes,
+            lower_is_better=True,
+        ),
+    ]
+    print_table(
+        f"index: {BANDS} bands x {ROWS} rows, {NUM_PERM} perms, random signatures, probe batches of {PROBE_BATCH:,}",
+        rows,
+        [
+            f"stream_dedup fill (batches of {FILL_BATCH:,}, 0 -> {fill:,}): "
+            f"{fill_rate:,.0f} docs/s; slowest batch {slowest:.2f} s (table growth)",
+            "datasketch bytes/doc: measured at the smaller count, taken as constant per document",
+            "ids: 10-character strings for stream_dedup and datasketch; rensa keys are integers",
+        ],
+    )
+
+
+if __name__ == "__main__":
+    main()
