@@ -138,8 +138,7 @@ def _run_broker_sh(*args: str, timeout: float) -> str:
         raise NoBrokerError(f"scripts/kafka/broker.sh {' '.join(args)} timed out") from exc
     if proc.returncode != 0:
         raise NoBrokerError(
-            f"scripts/kafka/broker.sh {' '.join(args)} failed ({proc.returncode}):\n"
-            f"{proc.stderr[-12000:]}"
+            f"scripts/kafka/broker.sh {' '.join(args)} failed ({proc.returncode}):\n{proc.stderr[-12000:]}"
         )
     return proc.stdout
 

@@ -23,9 +23,7 @@ def kafka_bootstrap() -> Iterator[str]:
 
 
 @pytest.fixture
-def topic_factory(
-    kafka_bootstrap: str, request: pytest.FixtureRequest
-) -> Iterator[Callable[..., str]]:
+def topic_factory(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Iterator[Callable[..., str]]:
     """create(partitions=1, configs=None) -> name of a new, uniquely named topic.
 
     Names start with the test's name (handy in broker logs); the topics are deleted after

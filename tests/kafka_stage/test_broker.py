@@ -40,9 +40,7 @@ def read_to_end(bootstrap: str, tp: TopicPartition, isolation_level: str) -> lis
         consumer.close()
 
 
-def test_transactions_commit_visible_abort_hidden(
-    kafka_bootstrap: str, topic_factory: Callable[..., str]
-) -> None:
+def test_transactions_commit_visible_abort_hidden(kafka_bootstrap: str, topic_factory: Callable[..., str]) -> None:
     in_tp = TopicPartition(topic_factory(partitions=1), 0)
     out_tp = TopicPartition(topic_factory(partitions=1), 0)
     group = f"tx-test-{uuid.uuid4().hex[:8]}"
