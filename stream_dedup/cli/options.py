@@ -34,6 +34,12 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bands", type=int, help="LSH bands (with --rows-per-band; default: chosen)")
     group.add_argument("--rows-per-band", type=int, help="signature slots per band")
     group.add_argument(
+        "--verification",
+        choices=("estimate", "exact"),
+        default=defaults.verification,
+        help="verify candidates by signature estimate (default) or exact Jaccard (keeps shingle sets)",
+    )
+    group.add_argument(
         "--max-bucket-size",
         type=int,
         default=defaults.max_bucket_size,
@@ -55,6 +61,7 @@ def config_from(args: argparse.Namespace) -> DetectionConfig:
         strip_punctuation=args.strip_punctuation,
         bands=args.bands,
         rows_per_band=args.rows_per_band,
+        verification=args.verification,
         max_bucket_size=args.max_bucket_size,
         max_documents=args.max_documents,
         max_age_seconds=args.max_age_seconds,

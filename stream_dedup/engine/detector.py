@@ -8,8 +8,9 @@ has been evicted. Batching only changes the speed: verdicts do not depend on
 batch boundaries.
 
 Verification estimates the Jaccard similarity of each candidate pair from
-the compact signatures; the best verified match (highest similarity, then
-the earliest) becomes ``duplicate_of``.
+the compact signatures or, with ``verification="exact"``, computes it from
+the kept shingle sets; the best verified match (highest similarity, then the
+earliest) becomes ``duplicate_of``.
 """
 
 import time
@@ -23,7 +24,11 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.compact import compact, estimate_similarity
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import band_keys
+from stream_dedup.lsh.generation import IndexedBatch
 from stream_dedup.lsh.index import BandIndex, pairs_within_batch
+from stream_dedup.text import normalize_all
+from stream_dedup.text.hashing import U64
+from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 
 #: Bits of the sequence number in a packed (row, seq) pair key.
 _SEQ_BITS = 40
@@ -52,14 +57,17 @@ class Detector:
         self.config = config
         self.hasher = config.hasher()
         self.banding = config.banding()
-        self.index = index or BandIndex(config.num_perm, self.banding, config.max_bucket_size, config.retention())
+        self.exact = config.verification == "exact"
+        self.index = index or BandIndex(
+            config.num_perm, self.banding, config.max_bucket_size, config.retention(), keep_shingles=self.exact
+        )
         self.stats = DetectorStats()
 
     def __len__(self) -> int:
         return len(self.index)
 
     def memory_bytes(self) -> int:
-        """Bytes held by the index (signatures, ids, band tables)."""
+        """Bytes held by the index (signatures, ids, band tables, shingle sets if kept)."""
         return self.index.nbytes
 
     def process(
@@ -78,46 +86,59 @@ class Detector:
         :class:`~stream_dedup.errors.InputError` (and changes nothing) if a
         text is empty after normalisation.
         """
-        if normalized:
-            full = self.hasher.finalize(self.hasher.sketches(texts))
-        else:
-            full = self.hasher.signatures(texts)
-        signatures = compact(full)
+        if not normalized:
+            texts = normalize_all(texts, self.config.strip_punctuation)
         if event_times is None:
             times = np.full(len(ids), time.time())
         else:
             times = np.asarray(event_times, dtype=np.float64)
-        return self.process_signatures(list(ids), signatures, times)
+        if not texts:
+            return []
+        sketches = np.empty((len(texts), self.config.num_perm), dtype=U64)
+        sets, rows = [], []
+        for chunk, chunk_sketches in self.hasher.sketch_chunks(texts):
+            sketches[chunk.rows] = chunk_sketches
+            if self.exact:
+                sets.append(ShingleSets.of_chunk(chunk))
+                rows.append(chunk.rows)
+        shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
+        return self.process_signatures(list(ids), compact(self.hasher.finalize(sketches)), times, shingles)
 
     def process_signatures(
         self,
         ids: list[str],
         signatures: npt.NDArray[np.uint8],
         event_times: npt.NDArray[np.float64],
+        shingles: ShingleSets | None = None,
     ) -> list[Verdict]:
-        """Like :meth:`process`, for documents already turned into compact signatures."""
-        keys = band_keys(signatures, self.banding)
-        lookup = self.index.lookup(keys)
-        batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
+        """Like :meth:`process`, for documents already turned into compact signatures.
+
+        With exact verification, ``shingles`` (the batch's shingle sets) is required.
+        """
+        if self.exact and shingles is None:
+            raise ValueError("exact verification needs the batch's shingle sets")
+        batch = IndexedBatch(ids, signatures, band_keys(signatures, self.banding), event_times, shingles)
+        lookup = self.index.lookup(batch.keys)
+        batch_rows, earlier_rows, ranks = pairs_within_batch(batch.keys, self.config.max_bucket_size)
         first_seq = self.index.next_seq
         rows = np.concatenate((lookup.rows, batch_rows))
         seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
-        best_seq, best_similarity = self._verify(signatures, rows, seqs, first_seq)
+        best_seq, best_similarity = self._verify(batch, rows, seqs, first_seq)
         verdicts = [self._verdict(ids, i, best_seq[i], best_similarity[i], first_seq) for i in range(len(ids))]
-        self.index.add(signatures, keys, ids, event_times, lookup.newest_counts + ranks)
+        self.index.add(batch, lookup.newest_counts + ranks)
         self.stats.documents += len(ids)
         self.stats.duplicates += int(np.count_nonzero(best_seq >= 0))
         return verdicts
 
     def _verify(
         self,
-        signatures: npt.NDArray[np.uint8],
+        batch: IndexedBatch,
         rows: npt.NDArray[np.intp],
         seqs: npt.NDArray[np.int64],
         first_seq: int,
     ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]:
         """Best verified match of every row: ``(seq or -1, similarity)``."""
-        n = signatures.shape[0]
+        n = len(batch.ids)
         best_seq = np.full(n, -1, dtype=np.int64)
         best_similarity = np.zeros(n)
         pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
@@ -126,26 +147,41 @@ class Detector:
             return best_seq, best_similarity
         rows = (pairs >> _SEQ_BITS).astype(np.intp)
         seqs = pairs & ((1 << _SEQ_BITS) - 1)
-        others = np.empty((pairs.size, signatures.shape[1]), dtype=np.uint8)
-        in_batch = seqs >= first_seq
-        others[in_batch] = signatures[seqs[in_batch] - first_seq]
-        others[~in_batch] = self.index.signatures_of(seqs[~in_batch])
-        agreements = np.count_nonzero(signatures[rows] == others, axis=1)
-        similarity = estimate_similarity(agreements, signatures.shape[1])
+        if batch.shingles is None:
+            similarity = self._estimated_similarity(batch.signatures, rows, seqs, first_seq)
+        else:
+            similarity = self._exact_similarity(batch.shingles, rows, seqs, first_seq)
         passed = similarity >= self.config.threshold
         self.stats.verified += int(np.count_nonzero(passed))
-        rows, seqs, agreements, similarity = (
-            rows[passed],
-            seqs[passed],
-            agreements[passed],
-            similarity[passed],
-        )
-        # Best first: most agreement, then the earliest document.
-        order = np.lexsort((seqs, -agreements, rows))
+        rows, seqs, similarity = rows[passed], seqs[passed], similarity[passed]
+        # Best first: highest similarity, then the earliest document.
+        order = np.lexsort((seqs, -similarity, rows))
         firsts = order[np.unique(rows[order], return_index=True)[1]]
         best_seq[rows[firsts]] = seqs[firsts]
         best_similarity[rows[firsts]] = similarity[firsts]
         return best_seq, best_similarity
+
+    def _estimated_similarity(
+        self, signatures: npt.NDArray[np.uint8], rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
+    ) -> npt.NDArray[np.float64]:
+        """Jaccard estimates of pairs (batch row, earlier document) from compact signatures."""
+        others = np.empty((seqs.size, signatures.shape[1]), dtype=np.uint8)
+        in_batch = seqs >= first_seq
+        others[in_batch] = signatures[seqs[in_batch] - first_seq]
+        others[~in_batch] = self.index.signatures_of(seqs[~in_batch])
+        agreements = np.count_nonzero(signatures[rows] == others, axis=1)
+        return estimate_similarity(agreements, signatures.shape[1])
+
+    def _exact_similarity(
+        self, shingles: ShingleSets, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
+    ) -> npt.NDArray[np.float64]:
+        """Exact Jaccard of pairs (batch row, earlier document) from their shingle sets."""
+        in_batch = seqs >= first_seq
+        earlier = ShingleSets.concat(
+            [shingles.take((seqs[in_batch] - first_seq).astype(np.intp)), self.index.shingle_sets_of(seqs[~in_batch])]
+        )
+        pair_order = np.concatenate((np.flatnonzero(in_batch), np.flatnonzero(~in_batch)))
+        return exact_jaccard(shingles.take(rows), earlier.take(np.argsort(pair_order)))
 
     def _verdict(self, ids: list[str], row: int, seq: int, similarity: float, first_seq: int) -> Verdict:
         if seq < 0:

@@ -45,17 +45,6 @@ FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sIQ")
 _DIGEST_BYTES = 16
 
-#: Per-generation arrays, by attribute path.
-_GENERATION_ARRAYS = (
-    "signatures",
-    "id_bytes",
-    "id_ends",
-    "docs",
-    "fingerprints",
-    "fill",
-    "entries",
-)
-
 
 def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> int:
     """Write ``detector``'s whole state to ``path`` atomically; return the file size.
@@ -148,16 +137,7 @@ def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], lis
     arrays: list[tuple[str, np.ndarray]] = []
     generations = []
     for i, generation in enumerate(index.generations):
-        parts = {
-            "signatures": generation.signatures.values,
-            "id_bytes": generation.id_bytes.values,
-            "id_ends": generation.id_ends.values,
-            "docs": generation.tables.docs,
-            "fingerprints": generation.tables.fingerprints,
-            "fill": generation.tables.fill,
-            "entries": generation.tables.entries,
-        }
-        arrays.extend((f"generation{i}.{name}", parts[name]) for name in _GENERATION_ARRAYS)
+        arrays.extend((f"generation{i}.{name}", array) for name, array in _generation_arrays(generation).items())
         generations.append(
             {
                 "base_seq": generation.base_seq,
@@ -168,17 +148,30 @@ def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], lis
     return arrays, generations
 
 
+def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
+    """Everything a generation holds, by name: what a snapshot stores and restores."""
+    arrays = {
+        "signatures": generation.signatures.values,
+        "id_bytes": generation.id_bytes.values,
+        "id_ends": generation.id_ends.values,
+        "docs": generation.tables.docs,
+        "fingerprints": generation.tables.fingerprints,
+        "fill": generation.tables.fill,
+        "entries": generation.tables.entries,
+    }
+    if generation.shingles is not None:
+        arrays["shingle_values"] = generation.shingles.values.values
+        arrays["shingle_ends"] = generation.shingles.ends.values
+    return arrays
+
+
 def _restore_generation(
-    config: DetectionConfig,
-    detector: Detector,
-    meta: dict[str, Any],
-    arrays: dict[str, np.ndarray],
-    i: int,
+    config: DetectionConfig, detector: Detector, meta: dict[str, Any], arrays: dict[str, np.ndarray], i: int
 ) -> Generation:
     def part(name: str) -> np.ndarray:
         return arrays[f"generation{i}.{name}"]
 
-    generation = Generation(config.num_perm, detector.banding, meta["base_seq"])
+    generation = Generation(config.num_perm, detector.banding, meta["base_seq"], detector.exact)
     generation.signatures = Arena.of(part("signatures"))
     generation.id_bytes = Arena.of(part("id_bytes"))
     generation.id_ends = Arena.of(part("id_ends"))
@@ -186,6 +179,9 @@ def _restore_generation(
     generation.tables.fingerprints = part("fingerprints")
     generation.tables.fill = part("fill")
     generation.tables.entries = part("entries")
+    if generation.shingles is not None:
+        generation.shingles.values = Arena.of(part("shingle_values"))
+        generation.shingles.ends = Arena.of(part("shingle_ends"))
     generation.first_event_time = _none_to(meta["first_event_time"], float("inf"))
     generation.last_event_time = _none_to(meta["last_event_time"], float("-inf"))
     return generation

@@ -22,9 +22,10 @@ import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.band_table import IntArray
-from stream_dedup.lsh.generation import Generation
+from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
 from stream_dedup.text.hashing import Uint64Array
+from stream_dedup.text.shingle_sets import ShingleSets
 
 #: Generations retention keeps: eviction frees about 1/this of the index at once.
 GENERATIONS_PER_RETENTION = 4
@@ -78,6 +79,7 @@ class BandIndex:
         banding: BandParameters,
         max_bucket_size: int = 64,
         retention: Retention = Retention(),
+        keep_shingles: bool = False,
     ) -> None:
         if max_bucket_size < 1:
             raise ConfigError("max_bucket_size", f"must be at least 1, got {max_bucket_size}")
@@ -85,7 +87,8 @@ class BandIndex:
         self.banding = banding
         self.max_bucket_size = max_bucket_size
         self.retention = retention
-        self.generations: list[Generation] = [Generation(num_perm, banding, base_seq=0)]
+        self.keep_shingles = keep_shingles
+        self.generations: list[Generation] = [Generation(num_perm, banding, 0, keep_shingles)]
         self.hot_bucket_skips = 0
         self.evicted_documents = 0
         self.newest_event_time = float("-inf")
@@ -127,20 +130,25 @@ class BandIndex:
             out[positions] = generation.signatures.values[local]
         return out
 
+    def shingle_sets_of(self, seqs: npt.NDArray[np.int64]) -> ShingleSets:
+        """Shingle sets of stored documents by sequence number (exact verification only)."""
+        parts, positions = [], []
+        for generation, inside, local in self._locate(seqs):
+            if generation.shingles is None:
+                raise ValueError("this index keeps no shingle sets (verification is not exact)")
+            parts.append(generation.shingles.sets().take(local))
+            positions.append(inside)
+        if not parts:
+            return ShingleSets(np.empty(0, np.uint32), np.empty(0, np.int64))
+        return ShingleSets.concat(parts).take(np.argsort(np.concatenate(positions)))
+
     def id_of(self, seq: int) -> str:
         """Id of a stored document by sequence number."""
         for generation, _, local in self._locate(np.array([seq], dtype=np.int64)):
             return generation.id_of(int(local[0]))
         raise KeyError(seq)
 
-    def add(
-        self,
-        compact: npt.NDArray[np.uint8],
-        keys: Uint64Array,
-        ids: list[str],
-        event_times: npt.NDArray[np.float64],
-        earlier_counts: npt.NDArray[np.int64],
-    ) -> None:
+    def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
         ``earlier_counts[row, band]`` is how many documents already sit under
@@ -149,9 +157,9 @@ class BandIndex:
         """
         admit = earlier_counts < self.max_bucket_size
         self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
-        self.generations[-1].add(compact, keys, ids, event_times, admit)
-        if event_times.size:
-            self.newest_event_time = max(self.newest_event_time, float(event_times.max()))
+        self.generations[-1].add(batch, admit)
+        if batch.event_times.size:
+            self.newest_event_time = max(self.newest_event_time, float(batch.event_times.max()))
         self._apply_retention()
 
     def _apply_retention(self) -> None:
@@ -164,7 +172,7 @@ class BandIndex:
             and newest.last_event_time - newest.first_event_time >= max_age / GENERATIONS_PER_RETENTION
         )
         if full or aged:
-            self.generations.append(Generation(self.num_perm, self.banding, self.next_seq))
+            self.generations.append(Generation(self.num_perm, self.banding, self.next_seq, self.keep_shingles))
         while len(self.generations) > 1:
             oldest = self.generations[0]
             too_many = limit is not None and len(self) - len(oldest) >= limit

@@ -14,7 +14,7 @@ Example::
     estimate_jaccard(sigs[0], sigs[1])
 """
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -73,9 +73,14 @@ class MinHasher:
         shingle sets by element-wise minimum; OPH sketches may hold ``EMPTY``.
         """
         sketches = np.empty((len(normalized), self.num_perm), dtype=U64)
-        for chunk in shingle_chunks(normalized, self.shingling, self.seed):
-            sketches[chunk.rows] = self.sketch_chunk(chunk)
+        for chunk, chunk_sketches in self.sketch_chunks(normalized):
+            sketches[chunk.rows] = chunk_sketches
         return sketches
+
+    def sketch_chunks(self, normalized: Sequence[str]) -> Iterator[tuple[ShingleChunk, Uint64Array]]:
+        """Shingle hashes and sketches chunk by chunk, for callers that need both."""
+        for chunk in shingle_chunks(normalized, self.shingling, self.seed):
+            yield chunk, self.sketch_chunk(chunk)
 
     def sketch_chunk(self, chunk: ShingleChunk) -> Uint64Array:
         """Sketch the documents of one chunk of shingle hashes."""

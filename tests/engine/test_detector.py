@@ -41,6 +41,38 @@ def test_agrees_with_brute_force_exact_jaccard_in_stream_order() -> None:
     assert true_positive / sum(truth) >= 0.95
 
 
+def test_exact_verification_agrees_with_brute_force_in_stream_order() -> None:
+    texts = make_corpus(600, seed=9)
+    shingling = Shingling("char", 10)
+    config = DetectionConfig(threshold=0.8, shingle_size=10, verification="exact")
+    sets = [shingle_set(normalize(t), shingling) for t in texts]
+    truth = [any(len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= 0.8 for j in range(i)) for i in range(len(texts))]
+    found = [v == "duplicate" for v, _ in run(Detector(config), texts, batch=100)]
+    true_positive = sum(f and t for f, t in zip(found, truth, strict=True))
+    # Verification is exact, so every flagged document is a true duplicate;
+    # only the LSH stage (candidate probability >= 0.998 at J=0.8) can miss.
+    assert true_positive == sum(found)
+    assert true_positive / sum(truth) >= 0.99
+
+
+def test_exact_verification_reports_the_exact_similarity_and_keeps_batch_independence() -> None:
+    texts = make_corpus(300, seed=4)
+    config = DetectionConfig(threshold=0.7, verification="exact")
+    assert run(Detector(config), texts, batch=1) == run(Detector(config), texts, batch=300)
+    detector = Detector(config)
+    a = "the quick brown fox jumps over the lazy dog near the river bank"
+    b = a + " today"
+    verdict = detector.process(["a", "b"], [a, b])[1]
+    left, right = shingle_set(normalize(a), Shingling()), shingle_set(normalize(b), Shingling())
+    assert verdict.similarity == round(len(left & right) / len(left | right), 4)
+
+
+def test_exact_verification_needs_the_shingle_sets() -> None:
+    detector = Detector(DetectionConfig(verification="exact"))
+    with pytest.raises(ValueError, match="shingle sets"):
+        detector.process_signatures(["a"], np.zeros((1, 128), dtype=np.uint8), np.zeros(1))
+
+
 def test_exact_copies_point_to_the_earliest_and_are_indexed_too() -> None:
     detector = Detector(DetectionConfig())
     text = "an advert for a flat with two rooms near the station"
@@ -98,6 +130,7 @@ def test_memory_per_document_stays_within_budget() -> None:
         ("shingle_size", {"shingle_size": 0}),
         ("max_documents", {"max_documents": 0}),
         ("max_bucket_size", {"max_bucket_size": 0}),
+        ("verification", {"verification": "approximate"}),
     ],
 )
 def test_bad_settings_name_the_setting(setting: str, kwargs: dict[str, object]) -> None:

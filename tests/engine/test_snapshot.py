@@ -69,6 +69,7 @@ configs = st.sampled_from(
         DetectionConfig(threshold=0.6, shingle_unit="word", shingle_size=2),
         DetectionConfig(threshold=0.7, bands=32, rows_per_band=4, max_bucket_size=2),
         DetectionConfig(max_documents=6),
+        DetectionConfig(threshold=0.6, verification="exact", max_documents=6),
     ]
 )
 
@@ -356,6 +357,7 @@ BANDED: dict[str, Any] = {"bands": 16, "rows_per_band": 8}
         (BANDED, {"bands": 32, "rows_per_band": 4}, "bands"),
         (BANDED, {"bands": 16, "rows_per_band": 7}, "rows_per_band"),
         ({}, BANDED, "bands"),
+        ({}, {"verification": "exact"}, "verification"),
     ],
 )
 def test_snapshot_made_with_other_signature_parameters_is_refused_naming_the_parameter(

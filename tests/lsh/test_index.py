@@ -4,6 +4,7 @@ import numpy as np
 
 from stream_dedup.lsh import BandIndex, BandParameters, Retention, band_keys, pairs_within_batch
 from stream_dedup.lsh.band_table import BandTables
+from stream_dedup.lsh.generation import IndexedBatch
 
 BANDING = BandParameters(bands=4, rows_per_band=2)
 
@@ -18,13 +19,8 @@ def add(index: BandIndex, signatures: np.ndarray, times: np.ndarray | None = Non
     _, _, ranks = pairs_within_batch(keys, index.max_bucket_size)
     first = index.next_seq
     ids = [f"d{first + i}" for i in range(len(signatures))]
-    index.add(
-        signatures,
-        keys,
-        ids,
-        np.zeros(len(ids)) if times is None else times,
-        lookup.newest_counts + ranks,
-    )
+    batch = IndexedBatch(ids, signatures, keys, np.zeros(len(ids)) if times is None else times)
+    index.add(batch, lookup.newest_counts + ranks)
 
 
 def test_lookup_finds_exactly_the_documents_sharing_a_band() -> None:

@@ -1,0 +1,82 @@
+"""Distinct shingle sets kept for exact verification, as flat ragged arrays.
+
+Exact Jaccard needs each document's set of shingles. A set is stored as the
+sorted distinct high 32 bits of its shingle hashes (4 bytes a shingle: two
+different shingles of one pair collide with probability about
+``(|A| + |B|)**2 / 2**33``, negligible), all sets of a batch or generation back to
+back in one ``uint32`` array with cumulative ``ends``: no Python object per
+document.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.text.hashing import U64
+from stream_dedup.text.shingles import ShingleChunk
+
+IntArray = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class ShingleSets:
+    """Sets ``values[ends[i-1]:ends[i]]`` (sorted, distinct) for ``i`` in ``range(len(ends))``."""
+
+    values: npt.NDArray[np.uint32]
+    ends: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return int(self.ends.size)
+
+    @property
+    def lengths(self) -> npt.NDArray[np.int64]:
+        return np.diff(self.ends, prepend=0)
+
+    @classmethod
+    def of_chunk(cls, chunk: ShingleChunk) -> "ShingleSets":
+        """The distinct shingles of every document of ``chunk``, in the chunk's row order."""
+        high = np.sort((chunk.hashes >> U64(32)).astype(np.uint32), axis=1)
+        keep = np.arange(high.shape[1]) < chunk.counts[:, None]
+        keep[:, 1:] &= high[:, 1:] != high[:, :-1]
+        return cls(high[keep], np.cumsum(np.count_nonzero(keep, axis=1)))
+
+    @classmethod
+    def concat(cls, parts: Sequence["ShingleSets"]) -> "ShingleSets":
+        offsets = np.cumsum([0] + [int(p.ends[-1]) if len(p) else 0 for p in parts[:-1]])
+        return cls(
+            np.concatenate([p.values for p in parts]) if parts else np.empty(0, np.uint32),
+            np.concatenate([p.ends + o for p, o in zip(parts, offsets, strict=True)])
+            if parts
+            else np.empty(0, np.int64),
+        )
+
+    def take(self, which: IntArray) -> "ShingleSets":
+        """The sets at positions ``which`` (any order, repeats allowed)."""
+        lengths = self.lengths[which]
+        starts = self.ends[which] - lengths
+        ends = np.cumsum(lengths)
+        positions = np.arange(int(ends[-1]) if ends.size else 0) - np.repeat(ends - lengths - starts, lengths)
+        return ShingleSets(self.values[positions], ends)
+
+
+def exact_jaccard(left: ShingleSets, right: ShingleSets) -> npt.NDArray[np.float64]:
+    """Jaccard similarity of ``left[i]`` and ``right[i]`` for every ``i``, all pairs at once.
+
+    Both sides are tagged with their pair number and sorted together: a value
+    present in both sets of a pair appears twice in a row.
+    """
+    pairs = len(left)
+    tags = np.concatenate(
+        (
+            np.repeat(np.arange(pairs, dtype=np.uint64), left.lengths),
+            np.repeat(np.arange(pairs, dtype=np.uint64), right.lengths),
+        )
+    )
+    keyed = (tags << U64(32)) | np.concatenate((left.values, right.values)).astype(np.uint64)
+    keyed.sort()
+    repeated = keyed[1:][keyed[1:] == keyed[:-1]]
+    shared = np.bincount((repeated >> U64(32)).astype(np.intp), minlength=pairs)
+    union = left.lengths + right.lengths - shared
+    return np.asarray(shared / np.maximum(union, 1), dtype=np.float64)

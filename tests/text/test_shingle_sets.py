@@ -1,0 +1,38 @@
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
+
+set_lists = st.lists(st.sets(st.integers(0, 50), max_size=12), min_size=1, max_size=8)
+
+
+def ragged(sets: list[set[int]]) -> ShingleSets:
+    values = np.array([v for s in sets for v in sorted(s)], dtype=np.uint32)
+    return ShingleSets(values, np.cumsum([len(s) for s in sets], dtype=np.int64))
+
+
+def as_python(sets: ShingleSets) -> list[list[int]]:
+    starts = sets.ends - sets.lengths
+    return [sets.values[a:b].tolist() for a, b in zip(starts, sets.ends, strict=True)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(sets=set_lists, picks=st.lists(st.integers(0, 7), max_size=10))
+def test_take_gathers_the_chosen_sets_in_order(sets: list[set[int]], picks: list[int]) -> None:
+    which = np.array([p % len(sets) for p in picks], dtype=np.intp)
+    assert as_python(ragged(sets).take(which)) == [sorted(sets[i]) for i in which]
+
+
+@settings(max_examples=100, deadline=None)
+@given(first=set_lists, second=set_lists)
+def test_concat_appends_sets(first: list[set[int]], second: list[set[int]]) -> None:
+    assert as_python(ShingleSets.concat([ragged(first), ragged(second)])) == [sorted(s) for s in first + second]
+
+
+@settings(max_examples=100, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sets(st.integers(0, 30), min_size=1), st.sets(st.integers(0, 30), min_size=1))))
+def test_exact_jaccard_of_many_pairs_matches_python_sets(pairs: list[tuple[set[int], set[int]]]) -> None:
+    left, right = ragged([a for a, _ in pairs]), ragged([b for _, b in pairs])
+    expected = [len(a & b) / len(a | b) for a, b in pairs]
+    assert np.allclose(exact_jaccard(left, right), expected)
