@@ -124,7 +124,7 @@ class Detector:
         rows = np.concatenate((lookup.rows, batch_rows))
         seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
         best_seq, best_similarity = self._verify(batch, rows, seqs, first_seq)
-        verdicts = [self._verdict(ids, i, best_seq[i], best_similarity[i], first_seq) for i in range(len(ids))]
+        verdicts = self._verdicts(ids, best_seq, best_similarity, first_seq)
         self.index.add(batch, lookup.newest_counts + ranks)
         self.stats.documents += len(ids)
         self.stats.duplicates += int(np.count_nonzero(best_seq >= 0))
@@ -183,8 +183,18 @@ class Detector:
         pair_order = np.concatenate((np.flatnonzero(in_batch), np.flatnonzero(~in_batch)))
         return exact_jaccard(shingles.take(rows), earlier.take(np.argsort(pair_order)))
 
-    def _verdict(self, ids: list[str], row: int, seq: int, similarity: float, first_seq: int) -> Verdict:
-        if seq < 0:
-            return Verdict(ids[row], "unique")
-        match = ids[seq - first_seq] if seq >= first_seq else self.index.id_of(int(seq))
-        return Verdict(ids[row], "duplicate", match, round(float(similarity), 4))
+    def _verdicts(
+        self, ids: list[str], best_seq: npt.NDArray[np.int64], similarity: npt.NDArray[np.float64], first_seq: int
+    ) -> list[Verdict]:
+        """One verdict per row; the ids of stored matches are fetched in one call."""
+        verdicts = [Verdict(doc_id, "unique") for doc_id in ids]
+        rows = np.flatnonzero(best_seq >= 0)
+        seqs = best_seq[rows]
+        in_batch = seqs >= first_seq
+        stored_ids = iter(self.index.ids_of(seqs[~in_batch]))
+        for row, seq, score, batched in zip(
+            rows.tolist(), seqs.tolist(), similarity[rows].tolist(), in_batch.tolist(), strict=True
+        ):
+            match = ids[seq - first_seq] if batched else next(stored_ids)
+            verdicts[row] = Verdict(ids[row], "duplicate", match, round(score, 4))
+        return verdicts

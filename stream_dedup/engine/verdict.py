@@ -1,14 +1,15 @@
 """The verdict published for every document."""
 
-from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 VerdictKind = Literal["unique", "duplicate"]
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """Whether a document duplicates an earlier one.
+
+    A named tuple rather than a dataclass: one is built per document, and a
+    tuple is built several times faster.
 
     Attributes:
         id: the document's id.

@@ -84,10 +84,13 @@ class Generation:
         """Band keys of every stored document, recomputed from the compact signatures."""
         return band_keys(self.signatures.values, self.banding)
 
-    def id_of(self, local: int) -> str:
+    def ids_of(self, local: npt.NDArray[np.intp]) -> list[str]:
+        """Ids of stored documents by local number, in the order asked."""
         ends = self.id_ends.values
-        start = int(ends[local - 1]) if local else 0
-        return bytes(self.id_bytes.values[start : int(ends[local])]).decode("utf-8")
+        stops = ends[local].tolist()
+        starts = np.where(local > 0, ends[local - 1], 0).tolist()
+        data = memoryview(self.id_bytes.values.data)
+        return [str(data[a:b], "utf-8") for a, b in zip(starts, stops, strict=True)]
 
 
 class ShingleArena:

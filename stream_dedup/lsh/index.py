@@ -142,11 +142,13 @@ class BandIndex:
             return ShingleSets(np.empty(0, np.uint32), np.empty(0, np.int64))
         return ShingleSets.concat(parts).take(np.argsort(np.concatenate(positions)))
 
-    def id_of(self, seq: int) -> str:
-        """Id of a stored document by sequence number."""
-        for generation, _, local in self._locate(np.array([seq], dtype=np.int64)):
-            return generation.id_of(int(local[0]))
-        raise KeyError(seq)
+    def ids_of(self, seqs: npt.NDArray[np.int64]) -> list[str]:
+        """Ids of stored documents by sequence number, in the order asked."""
+        ids: list[str] = [""] * seqs.size
+        for generation, positions, local in self._locate(seqs):
+            for position, doc_id in zip(positions.tolist(), generation.ids_of(local), strict=True):
+                ids[position] = doc_id
+        return ids
 
     def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
