@@ -43,6 +43,11 @@ class BandTables:
         self.fill = np.zeros((bands, buckets), dtype=np.uint8)
         self.entries = np.zeros(bands, dtype=np.int64)
 
+    @classmethod
+    def for_documents(cls, bands: int, documents: int) -> "BandTables":
+        """Tables sized to hold ``documents`` entries per band without growing."""
+        return cls(bands, max(_MIN_BUCKETS, int(documents / _MAX_LOAD) // BUCKET_SLOTS + 1))
+
     @property
     def buckets(self) -> int:
         return int(self.docs.shape[1])

@@ -44,13 +44,21 @@ class IndexedBatch:
 class Generation:
     """Compact signatures, ids and band tables of a run of consecutive documents."""
 
-    def __init__(self, num_perm: int, banding: BandParameters, base_seq: int, keep_shingles: bool = False) -> None:
+    def __init__(
+        self,
+        num_perm: int,
+        banding: BandParameters,
+        base_seq: int,
+        keep_shingles: bool = False,
+        capacity: int | None = None,
+    ) -> None:
+        """``capacity``, when known (retention sets it), sizes the storage up front so it never grows."""
         self.banding = banding
         self.base_seq = base_seq
-        self.signatures = Arena((num_perm,), np.uint8)
+        self.signatures = Arena((num_perm,), np.uint8, capacity or 0)
         self.id_bytes = Arena((), np.uint8)
-        self.id_ends = Arena((), np.uint64)
-        self.tables = BandTables(banding.bands)
+        self.id_ends = Arena((), np.uint64, capacity or 0)
+        self.tables = BandTables.for_documents(banding.bands, capacity) if capacity else BandTables(banding.bands)
         self.shingles = ShingleArena() if keep_shingles else None
         self.first_event_time = float("inf")
         self.last_event_time = float("-inf")

@@ -88,7 +88,7 @@ class BandIndex:
         self.max_bucket_size = max_bucket_size
         self.retention = retention
         self.keep_shingles = keep_shingles
-        self.generations: list[Generation] = [Generation(num_perm, banding, 0, keep_shingles)]
+        self.generations: list[Generation] = [self._new_generation(base_seq=0)]
         self.hot_bucket_skips = 0
         self.evicted_documents = 0
         self.newest_event_time = float("-inf")
@@ -168,13 +168,13 @@ class BandIndex:
         newest = self.generations[-1]
         limit = self.retention.max_documents
         max_age = self.retention.max_age_seconds
-        full = limit is not None and len(newest) >= -(-limit // GENERATIONS_PER_RETENTION)
+        full = self._generation_capacity is not None and len(newest) >= self._generation_capacity
         aged = (
             max_age is not None
             and newest.last_event_time - newest.first_event_time >= max_age / GENERATIONS_PER_RETENTION
         )
         if full or aged:
-            self.generations.append(Generation(self.num_perm, self.banding, self.next_seq, self.keep_shingles))
+            self.generations.append(self._new_generation(self.next_seq))
         while len(self.generations) > 1:
             oldest = self.generations[0]
             too_many = limit is not None and len(self) - len(oldest) >= limit
@@ -183,6 +183,15 @@ class BandIndex:
                 break
             self.evicted_documents += len(oldest)
             del self.generations[0]
+
+    @property
+    def _generation_capacity(self) -> int | None:
+        """Documents per generation under retention by count (a generation is then sealed)."""
+        limit = self.retention.max_documents
+        return None if limit is None else -(-limit // GENERATIONS_PER_RETENTION)
+
+    def _new_generation(self, base_seq: int) -> Generation:
+        return Generation(self.num_perm, self.banding, base_seq, self.keep_shingles, self._generation_capacity)
 
     def _locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[Generation, IntArray, IntArray]]:
         """Split sequence numbers by generation: ``(generation, positions in seqs, local numbers)``."""

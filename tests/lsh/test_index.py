@@ -97,3 +97,14 @@ def test_retention_by_age_forgets_documents_older_than_the_limit() -> None:
     oldest_kept = index.generations[0].first_event_time
     assert oldest_kept >= 19 * 60.0 - 100.0 - 60.0
     assert index.evicted_documents > 0
+
+
+def test_retention_sizes_each_generation_up_front_so_tables_never_grow() -> None:
+    index = BandIndex(8, BANDING, retention=Retention(max_documents=20_000))
+    sizes = set()
+    for start in range(0, 4500, 500):  # a generation holds 20,000 / 4 = 5,000
+        add(index, random_signatures(500, seed=start))
+        sizes.add(index.generations[-1].tables.buckets)
+    assert len(index.generations) == 1
+    assert sizes == {index.generations[-1].tables.buckets}
+    assert index.generations[-1].tables.buckets * 8 * 0.75 >= 5000
