@@ -156,7 +156,6 @@ def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
         "id_ends": generation.id_ends.values,
         "docs": generation.tables.docs,
         "fingerprints": generation.tables.fingerprints,
-        "fill": generation.tables.fill,
         "entries": generation.tables.entries,
     }
     if generation.shingles is not None:
@@ -177,7 +176,6 @@ def _restore_generation(
     generation.id_ends = Arena.of(part("id_ends"))
     generation.tables.docs = part("docs")
     generation.tables.fingerprints = part("fingerprints")
-    generation.tables.fill = part("fill")
     generation.tables.entries = part("entries")
     if generation.shingles is not None:
         generation.shingles.values = Arena.of(part("shingle_values"))

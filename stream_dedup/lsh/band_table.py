@@ -38,9 +38,9 @@ class BandTables:
 
     def __init__(self, bands: int, buckets: int = _MIN_BUCKETS) -> None:
         self.docs = np.zeros((bands, buckets, BUCKET_SLOTS), dtype=np.uint32)
+        # Fingerprints are never 0, so 0 marks a free slot. Slots fill left to
+        # right and are never freed: a bucket is full when its last slot is used.
         self.fingerprints = np.zeros((bands, buckets, BUCKET_SLOTS), dtype=np.uint16)
-        # Used slots per bucket; slots fill left to right and are never freed.
-        self.fill = np.zeros((bands, buckets), dtype=np.uint8)
         self.entries = np.zeros(bands, dtype=np.int64)
 
     @classmethod
@@ -54,7 +54,7 @@ class BandTables:
 
     @property
     def nbytes(self) -> int:
-        return int(self.docs.nbytes + self.fingerprints.nbytes + self.fill.nbytes + self.entries.nbytes)
+        return int(self.docs.nbytes + self.fingerprints.nbytes + self.entries.nbytes)
 
     def lookup(self, bands: IntArray, keys: Uint64Array) -> tuple[IntArray, IntArray]:
         """Find stored documents under each query ``(bands[i], keys[i])``.
@@ -65,7 +65,6 @@ class BandTables:
         buckets = self.buckets
         docs = self.docs.reshape(-1, BUCKET_SLOTS)
         fingerprints = self.fingerprints.reshape(-1, BUCKET_SLOTS)
-        fill = self.fill.reshape(-1)
         bucket = _home_bucket(keys, buckets)
         fingerprint = _fingerprint(keys)
         pending = np.arange(keys.size)
@@ -73,15 +72,13 @@ class BandTables:
         found_doc: list[IntArray] = [np.empty(0, np.intp)]
         while pending.size:
             cell = bands[pending] * buckets + bucket[pending]
-            used = fill[cell]
-            # Read the 8 fingerprints first, and documents only where they match.
-            hit = fingerprints[cell] == fingerprint[pending, None]
-            hit &= np.arange(BUCKET_SLOTS) < used[:, None]
-            query, slot = np.nonzero(hit)
+            # One read of the bucket's 8 fingerprints; documents only where they match.
+            stored = fingerprints[cell]
+            query, slot = np.nonzero(stored == fingerprint[pending, None])
             found_query.append(pending[query])
             found_doc.append(docs[cell[query], slot].astype(np.intp) - 1)
             # Only a full bucket can have overflowed into the next one.
-            pending = pending[used == BUCKET_SLOTS]
+            pending = pending[stored[:, -1] != 0]
             bucket[pending] = (bucket[pending] + 1) % buckets
         return np.concatenate(found_query), np.concatenate(found_doc)
 
@@ -98,13 +95,12 @@ class BandTables:
 
     def _grow(self, buckets: int, keys_of: KeysOf) -> None:
         """Rehash every stored entry into tables of ``buckets`` buckets per band."""
-        bands, at, slot = np.nonzero(self.docs)
+        bands, at, slot = np.nonzero(self.fingerprints)
         docs = self.docs[bands, at, slot].astype(np.intp) - 1
         keys = keys_of()[docs, bands]
         shape = (self.docs.shape[0], buckets, BUCKET_SLOTS)
         self.docs = np.zeros(shape, dtype=np.uint32)
         self.fingerprints = np.zeros(shape, dtype=np.uint16)
-        self.fill = np.zeros(shape[:2], dtype=np.uint8)
         self._place(bands, keys, docs)
 
     def _place(self, bands: IntArray, keys: Uint64Array, docs: IntArray) -> None:
@@ -117,7 +113,7 @@ class BandTables:
         buckets = self.buckets
         flat_docs = self.docs.reshape(-1)
         flat_fingerprints = self.fingerprints.reshape(-1)
-        fill = self.fill.reshape(-1)
+        fingerprint_rows = self.fingerprints.reshape(-1, BUCKET_SLOTS)
         bucket = _home_bucket(keys, buckets)
         fingerprint = _fingerprint(keys)
         pending = np.arange(keys.size)
@@ -128,14 +124,12 @@ class BandTables:
             positions = np.arange(cell.size)
             new_cell = np.ones(cell.size, dtype=bool)
             new_cell[1:] = cell[1:] != cell[:-1]
-            slot = fill[cell] + positions - np.maximum.accumulate(np.where(new_cell, positions, 0))
+            used = np.count_nonzero(fingerprint_rows[cell], axis=1)
+            slot = used + positions - np.maximum.accumulate(np.where(new_cell, positions, 0))
             fits = slot < BUCKET_SLOTS
             target = cell[fits] * BUCKET_SLOTS + slot[fits]
             flat_docs[target] = docs[pending[fits]] + 1
             flat_fingerprints[target] = fingerprint[pending[fits]]
-            # The last entry aimed at a bucket knows how full it ends up.
-            last = np.append(new_cell[1:], True)
-            fill[cell[last]] = np.minimum(slot[last] + 1, BUCKET_SLOTS)
             pending = pending[~fits]
             bucket[pending] = (bucket[pending] + 1) % buckets
 
@@ -146,4 +140,5 @@ def _home_bucket(keys: Uint64Array, buckets: int) -> IntArray:
 
 
 def _fingerprint(keys: Uint64Array) -> npt.NDArray[np.uint16]:
-    return keys.astype(np.uint16)
+    """Low 16 bits of the key, never 0 (0 marks a free slot)."""
+    return np.maximum(keys.astype(np.uint16), np.uint16(1))

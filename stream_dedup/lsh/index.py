@@ -24,7 +24,7 @@ from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.band_table import IntArray
 from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
-from stream_dedup.text.hashing import Uint64Array
+from stream_dedup.text.hashing import U64, Uint64Array
 from stream_dedup.text.shingle_sets import ShingleSets
 
 #: Generations retention keeps: eviction frees about 1/this of the index at once.
@@ -213,20 +213,30 @@ def pairs_within_batch(keys: Uint64Array, max_bucket_size: int) -> tuple[IntArra
     the batch share that row's key in that band.
     """
     n, bands = keys.shape
-    # Per band (column), rows sorted by key; a stable sort keeps equal keys in row order.
-    order = np.argsort(keys, axis=0, kind="stable")
-    sorted_keys = np.take_along_axis(keys, order, axis=0)
-    positions = np.arange(n)[:, None]
-    starts = np.ones((n, bands), dtype=bool)
-    starts[1:] = sorted_keys[1:] != sorted_keys[:-1]
-    group_start = np.maximum.accumulate(np.where(starts, positions, 0), axis=0)
+    # Per band, rows grouped by key with rows in order inside each group. A
+    # stable argsort of 64-bit keys is slow (merge sort), so: a fast unstable
+    # argsort finds the groups, then one plain sort of (group, row) pairs,
+    # packed into one integer, puts rows in order within each group.
+    by_band = np.ascontiguousarray(keys.T)
+    by_key = np.argsort(by_band, axis=1)
+    sorted_keys = np.take_along_axis(by_band, by_key, axis=1)
+    new_key = np.ones((bands, n), dtype=bool)
+    new_key[:, 1:] = sorted_keys[:, 1:] != sorted_keys[:, :-1]
+    row_bits = U64(max(1, (n - 1).bit_length()))
+    packed = (np.cumsum(new_key, axis=1).astype(U64) << row_bits) | by_key.astype(U64)
+    packed.sort(axis=1)
+    order = (packed & ((U64(1) << row_bits) - U64(1))).astype(np.intp)
+    # Groups keep their places and sizes through the second sort.
+    positions = np.arange(n)
+    group_start = np.maximum.accumulate(np.where(new_key, positions, 0), axis=1)
     rank_sorted = positions - group_start
-    ranks = np.empty((n, bands), dtype=np.int64)
-    np.put_along_axis(ranks, order, rank_sorted, axis=0)
-    partners = np.minimum(rank_sorted, max_bucket_size).ravel()
-    owner = np.repeat(np.arange(partners.size), partners)
+    ranks = np.empty((bands, n), dtype=np.int64)
+    np.put_along_axis(ranks, order, rank_sorted, axis=1)
+    # Flat index f = band * n + position; only rows with an earlier equal key pair up.
+    sharing = np.flatnonzero(rank_sorted)
+    partners = np.minimum(rank_sorted.ravel()[sharing], max_bucket_size)
+    owner = np.repeat(sharing, partners)
     offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
-    # Flat index f = position * bands + band; a partner sits in the same band column.
-    partner = (group_start.ravel()[owner] + offset) * bands + owner % bands
+    partner = owner - owner % n + group_start.ravel()[owner] + offset
     flat_order = order.ravel()
-    return flat_order[owner], flat_order[partner], ranks
+    return flat_order[owner], flat_order[partner], ranks.T
