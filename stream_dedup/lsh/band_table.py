@@ -26,7 +26,8 @@ from stream_dedup.text.hashing import U64, Uint64Array
 BUCKET_SLOTS = 8
 _MAX_LOAD = 0.75
 _GROWTH = 1.5
-_MIN_BUCKETS = 128
+#: Initial size: 16,384 documents per band (~100 KB a band) before the first growth.
+_MIN_BUCKETS = 2048
 
 IntArray = npt.NDArray[np.intp]
 #: Returns the ``(documents, bands)`` band keys of every stored document.

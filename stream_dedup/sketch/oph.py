@@ -24,7 +24,8 @@ from stream_dedup.text.shingles import ShingleChunk
 #: Marks a bin (or a classic MinHash slot) that has seen no shingle yet.
 EMPTY = MAX_U64
 
-#: Probe-sequence attempts tried per vectorised round of densification.
+#: Most probe-sequence attempts tried per vectorised round of densification
+#: (rounds start with 2 and double: the first attempts usually succeed).
 _PROBE_BLOCK = 32
 
 
@@ -52,7 +53,7 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
 
     Every row must have at least one non-empty bin (every document has at
     least one shingle). Rows are processed together; each round tries the next
-    ``_PROBE_BLOCK`` attempts of every still-empty bin.
+    attempts (2, then 4, ... up to ``_PROBE_BLOCK``) of every still-empty bin.
     """
     empty = sketch == EMPTY
     filled = sketch.copy()
@@ -62,9 +63,9 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     num_bins = sketch.shape[1]
     bin_key = splitmix64(seed ^ 0x5EED_DE45, 1)[0]
     pending = np.arange(rows.size)
-    attempt = 0
+    attempt, block = 0, 2  # most empty bins borrow on the first try or two
     while pending.size:
-        attempts = np.arange(attempt, attempt + _PROBE_BLOCK, dtype=U64)
+        attempts = np.arange(attempt, attempt + block, dtype=U64)
         mixed = (bins[pending].astype(U64)[:, None] << U64(32)) | attempts[None, :]
         mixed ^= bin_key
         probes = _bin_of(fmix64(mixed), num_bins).astype(np.intp)
@@ -74,7 +75,8 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
         done = pending[found]
         filled[rows[done], bins[done]] = sketch[rows[done], probes[found, choice[found]]]
         pending = pending[~found]
-        attempt += _PROBE_BLOCK
+        attempt += block
+        block = min(2 * block, _PROBE_BLOCK)
     return filled
 
 

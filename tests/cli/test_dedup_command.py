@@ -15,9 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stream_dedup.cli import dedup_command
+from stream_dedup.cli.dedup_command import verdict_line
 from stream_dedup.cli.main import main
+from stream_dedup.engine import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERDICT_FIELDS = ["id", "verdict", "duplicate_of", "similarity"]
@@ -406,3 +410,14 @@ def test_shingle_unit_decides_what_counts_as_a_near_copy(
     assert first["verdict"] == "unique"
     assert (near["verdict"], near["duplicate_of"]) == ("duplicate", "original")
     assert altered["verdict"] == altered_verdict
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    doc_id=st.text(min_size=1),
+    match=st.one_of(st.none(), st.text(min_size=1)),
+    similarity=st.floats(0, 1),
+)
+def test_verdict_lines_are_exactly_what_json_dumps_writes(doc_id: str, match: str | None, similarity: float) -> None:
+    verdict = Verdict(doc_id, "unique") if match is None else Verdict(doc_id, "duplicate", match, round(similarity, 4))
+    assert verdict_line(verdict) == json.dumps(verdict.to_dict(), ensure_ascii=False) + "\n"
