@@ -1,6 +1,7 @@
 """Detection flags shared by the commands, and the configuration built from them."""
 
 import argparse
+from dataclasses import fields
 
 from stream_dedup.config import DetectionConfig
 
@@ -50,19 +51,10 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from(args: argparse.Namespace) -> DetectionConfig:
-    """Build and validate the configuration (raises ``ConfigError`` naming the setting)."""
-    return DetectionConfig(
-        threshold=args.threshold,
-        num_perm=args.num_perm,
-        scheme=args.scheme,
-        seed=args.seed,
-        shingle_unit=args.shingle_unit,
-        shingle_size=args.shingle_size,
-        strip_punctuation=args.strip_punctuation,
-        bands=args.bands,
-        rows_per_band=args.rows_per_band,
-        verification=args.verification,
-        max_bucket_size=args.max_bucket_size,
-        max_documents=args.max_documents,
-        max_age_seconds=args.max_age_seconds,
-    )
+    """Build and validate the configuration (raises ``ConfigError`` naming the setting).
+
+    Every flag is named after its setting (``--num-perm`` -> ``num_perm``), so
+    the settings are picked from the parsed flags by field name.
+    """
+    given = vars(args)
+    return DetectionConfig(**{f.name: given[f.name] for f in fields(DetectionConfig) if f.name in given})

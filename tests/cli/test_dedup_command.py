@@ -421,3 +421,16 @@ def test_shingle_unit_decides_what_counts_as_a_near_copy(
 def test_verdict_lines_are_exactly_what_json_dumps_writes(doc_id: str, match: str | None, similarity: float) -> None:
     verdict = Verdict(doc_id, "unique") if match is None else Verdict(doc_id, "duplicate", match, round(similarity, 4))
     assert verdict_line(verdict) == json.dumps(verdict.to_dict(), ensure_ascii=False) + "\n"
+
+
+def test_every_detection_setting_but_min_recall_has_a_flag_that_reaches_the_config() -> None:
+    from dataclasses import fields
+
+    from stream_dedup.cli.main import build_parser
+    from stream_dedup.cli.options import config_from
+    from stream_dedup.config import DetectionConfig
+
+    args = build_parser().parse_args(["dedup", "in.jsonl", "--threshold", "0.7", "--verification", "exact"])
+    flagged = {f.name for f in fields(DetectionConfig)} & set(vars(args))
+    assert flagged == {f.name for f in fields(DetectionConfig)} - {"min_recall"}
+    assert config_from(args) == DetectionConfig(threshold=0.7, verification="exact")
