@@ -34,3 +34,7 @@ class IncompatibleSnapshotError(SnapshotError):
 
     Loading it would compare signatures that are not comparable, so it is refused.
     """
+
+
+class ChangelogError(StreamDedupError):
+    """A changelog record cannot be replayed: not one of ours, or made with other signature parameters."""

@@ -62,6 +62,8 @@ class Detector:
             config.num_perm, self.banding, config.max_bucket_size, config.retention(), keep_shingles=self.exact
         )
         self.stats = DetectorStats()
+        #: Candidates of each document of the latest batch (for a metric's histogram).
+        self.last_batch_candidates: npt.NDArray[np.int64] = np.zeros(0, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.index)
@@ -86,14 +88,23 @@ class Detector:
         :class:`~stream_dedup.errors.InputError` (and changes nothing) if a
         text is empty after normalisation.
         """
-        if not normalized:
-            texts = normalize_all(texts, self.config.strip_punctuation)
         if event_times is None:
             times = np.full(len(ids), time.time())
         else:
             times = np.asarray(event_times, dtype=np.float64)
         if not texts:
             return []
+        signatures, shingles = self.sign(texts, normalized)
+        return self.process_signatures(list(ids), signatures, times, shingles)
+
+    def sign(self, texts: Sequence[str], normalized: bool = False) -> tuple[npt.NDArray[np.uint8], ShingleSets | None]:
+        """Compact signatures of ``texts`` and, with exact verification, their shingle sets.
+
+        What :meth:`process_signatures` takes, and what the Kafka stage's
+        changelog stores so that a restore need not re-shingle anything.
+        """
+        if not normalized:
+            texts = normalize_all(texts, self.config.strip_punctuation)
         sketches = np.empty((len(texts), self.config.num_perm), dtype=U64)
         sets, rows = [], []
         for chunk, chunk_sketches in self.hasher.sketch_chunks(texts):
@@ -102,7 +113,7 @@ class Detector:
                 sets.append(ShingleSets.of_chunk(chunk))
                 rows.append(chunk.rows)
         shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
-        return self.process_signatures(list(ids), compact(self.hasher.finalize(sketches)), times, shingles)
+        return compact(self.hasher.finalize(sketches)), shingles
 
     def process_signatures(
         self,
@@ -143,6 +154,7 @@ class Detector:
         best_similarity = np.zeros(n)
         pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
         self.stats.candidates += int(pairs.size)
+        self.last_batch_candidates = np.bincount(pairs >> _SEQ_BITS, minlength=n)
         if pairs.size == 0:
             return best_seq, best_similarity
         rows = (pairs >> _SEQ_BITS).astype(np.intp)

@@ -25,7 +25,8 @@ either the old snapshot or the new one, never a torn file under the name.
 import json
 import os
 import struct
-from dataclasses import asdict
+import threading
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,15 +45,42 @@ END_MAGIC = b"SDEDUPEN"
 FORMAT_VERSION = 1
 _PREFIX = struct.Struct("<8sIQ")
 _DIGEST_BYTES = 16
+_TABLE_ARRAYS = ("docs", "fingerprints", "entries")
 
 
-def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> int:
-    """Write ``detector``'s whole state to ``path`` atomically; return the file size.
+@dataclass(frozen=True)
+class SnapshotImage:
+    """A detector's state frozen at one moment, ready to be written to a file.
+
+    Capturing is quick (it copies only what later batches change in place);
+    writing is slow (hundreds of megabytes, fsynced) and may run on another
+    thread while the detector goes on processing.
+    """
+
+    header_bytes: bytes
+    arrays: list[tuple[str, np.ndarray]]
+
+    def write(self, path: str | os.PathLike[str]) -> int:
+        """Write the snapshot to ``path`` atomically; return the file size."""
+        target = Path(path)
+        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        try:
+            size = _write(temporary, self.header_bytes, self.arrays)
+            os.replace(temporary, target)
+        except BaseException:
+            # A failed write (full disk, interrupted) must not leave a stray temporary behind.
+            temporary.unlink(missing_ok=True)
+            raise
+        _fsync_directory(target.parent)
+        return size
+
+
+def capture_snapshot(detector: Detector, metadata: dict[str, Any] | None = None) -> SnapshotImage:
+    """Freeze ``detector``'s state for :meth:`SnapshotImage.write`.
 
     ``metadata`` (JSON-serialisable) is stored as is: the Kafka stage keeps
     the input and changelog positions the snapshot covers there.
     """
-    target = Path(path)
     arrays, generations = _collect_arrays(detector.index)
     directory, offset = [], 0
     for name, array in arrays:
@@ -71,17 +99,12 @@ def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: di
         "arrays": directory,
         "metadata": metadata or {},
     }
-    header_bytes = json.dumps(header, sort_keys=True).encode("utf-8")
-    temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
-    try:
-        size = _write(temporary, header_bytes, arrays)
-        os.replace(temporary, target)
-    except BaseException:
-        # A failed write (full disk, interrupted) must not leave a stray temporary behind.
-        temporary.unlink(missing_ok=True)
-        raise
-    _fsync_directory(target.parent)
-    return size
+    return SnapshotImage(json.dumps(header, sort_keys=True).encode("utf-8"), arrays)
+
+
+def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> int:
+    """Write ``detector``'s whole state to ``path`` atomically; return the file size."""
+    return capture_snapshot(detector, metadata).write(path)
 
 
 def _write(temporary: Path, header_bytes: bytes, arrays: list[tuple[str, np.ndarray]]) -> int:
@@ -136,8 +159,14 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
 def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], list[dict[str, Any]]]:
     arrays: list[tuple[str, np.ndarray]] = []
     generations = []
+    newest = index.generations[-1]
     for i, generation in enumerate(index.generations):
-        arrays.extend((f"generation{i}.{name}", array) for name, array in _generation_arrays(generation).items())
+        for name, array in _generation_arrays(generation).items():
+            # Later batches write into the newest generation's band tables in
+            # place; everything else (older generations, the arenas' filled
+            # rows) stays as it is, so only those tables need a copy.
+            in_place = generation is newest and name in _TABLE_ARRAYS
+            arrays.append((f"generation{i}.{name}", array.copy() if in_place else array))
         generations.append(
             {
                 "base_seq": generation.base_seq,

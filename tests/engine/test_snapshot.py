@@ -20,8 +20,9 @@ from hypothesis import strategies as st
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector, Verdict, load_snapshot, save_snapshot
-from stream_dedup.engine.snapshot import _PREFIX, END_MAGIC, MAGIC
+from stream_dedup.engine.snapshot import _PREFIX, END_MAGIC, MAGIC, capture_snapshot
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
+from tests.corpus import make_corpus
 
 VOCABULARY = ["harbour", "lantern", "meadow", "copper", "thistle", "orbit", "velvet", "quarry", "saffron", "willow"]
 
@@ -445,3 +446,19 @@ def test_the_saved_configuration_is_recorded_in_the_header(saved: Path) -> None:
 
     assert header["config"] == asdict(DetectionConfig())
     assert header["parameters"] == DetectionConfig().signature_parameters()
+
+
+def test_captured_image_is_unchanged_by_later_batches(tmp_path: Path) -> None:
+    config = DetectionConfig()
+    texts = make_corpus(300, seed=5)
+    ids = [f"d{i}" for i in range(300)]
+    first, later = slice(0, 200), slice(200, 300)
+    detector = Detector(config)
+    detector.process(ids[first], texts[first], event_times=[0.0] * 200)
+    image = capture_snapshot(detector)
+    expected_later = detector.process(ids[later], texts[later], event_times=[0.0] * 100)
+    image.write(tmp_path / "captured")
+    restored, _ = load_snapshot(tmp_path / "captured", config)
+    # The image holds the state at capture: the later batch gets the same verdicts again.
+    assert len(restored) == 200
+    assert restored.process(ids[later], texts[later], event_times=[0.0] * 100) == expected_later
