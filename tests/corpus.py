@@ -9,24 +9,30 @@ def make_corpus(documents: int, seed: int = 7, copies: float = 0.3) -> list[str]
     Edits (word replacements, insertions, deletions) are spread from none to
     heavy, so that similarities fall on both sides of usual thresholds.
     """
+    return [text for text, _ in make_clustered_corpus(documents, seed, copies)]
+
+
+def make_clustered_corpus(documents: int, seed: int = 7, copies: float = 0.3) -> list[tuple[str, int]]:
+    """Like :func:`make_corpus`, with each text's cluster: the position of the original it descends from."""
     rng = random.Random(seed)
     vocabulary = [
         "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, 9))) for _ in range(3000)
     ]
-    texts: list[str] = []
-    for _ in range(documents):
-        if texts and rng.random() < copies:
-            words = rng.choice(texts).split()
+    corpus: list[tuple[str, int]] = []
+    for position in range(documents):
+        if corpus and rng.random() < copies:
+            source, cluster = rng.choice(corpus)
+            words = source.split()
             for _ in range(rng.randint(0, 12)):
-                position = rng.randrange(len(words))
+                at = rng.randrange(len(words))
                 action = rng.random()
                 if action < 0.5:
-                    words[position] = rng.choice(vocabulary)
+                    words[at] = rng.choice(vocabulary)
                 elif action < 0.75:
-                    words.insert(position, rng.choice(vocabulary))
+                    words.insert(at, rng.choice(vocabulary))
                 elif len(words) > 5:
-                    del words[position]
-            texts.append(" ".join(words))
+                    del words[at]
+            corpus.append((" ".join(words), cluster))
         else:
-            texts.append(" ".join(rng.choice(vocabulary) for _ in range(rng.randint(20, 100))))
-    return texts
+            corpus.append((" ".join(rng.choice(vocabulary) for _ in range(rng.randint(20, 100))), position))
+    return corpus

@@ -104,6 +104,9 @@ share.coordinator.state.topic.min.isr=1
 offsets.topic.num.partitions=1
 transaction.state.log.num.partitions=1
 group.initial.rebalance.delay.ms=0
+# A worker killed mid-transaction leaves it open until transaction_timeout_seconds; check
+# for such transactions every second (default 10 s) so a standby takes over promptly.
+transaction.abort.timed.out.transaction.cleanup.interval.ms=1000
 # Small segments and bounded retention: test data stays small on disk.
 log.segment.bytes=1048576
 log.retention.ms=3600000

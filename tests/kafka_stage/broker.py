@@ -112,6 +112,7 @@ def _container_broker() -> Iterator[str]:
         "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR": "1",
         "KAFKA_TRANSACTION_STATE_LOG_NUM_PARTITIONS": "1",
         "KAFKA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+        "KAFKA_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": "1000",
         "KAFKA_NUM_PARTITIONS": "1",
     }.items():
         container.with_env(key, value)
@@ -143,22 +144,43 @@ def _run_broker_sh(*args: str, timeout: float) -> str:
     return proc.stdout
 
 
+class JarBroker:
+    """A local jar broker of our own, which a test may stop and start again (same port, same data)."""
+
+    def __init__(self) -> None:
+        if shutil.which("java") is None:
+            raise NoBrokerError("the local jar broker needs Java (java on PATH)")
+        _run_broker_sh("fetch", timeout=900)  # once per checkout: Maven Central download
+        self.data = tempfile.mkdtemp(prefix="stream-dedup-kafka-")
+        self.port = _free_port()
+        self.bootstrap = f"127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        _run_broker_sh("start", "--port", str(self.port), "--data", self.data, timeout=120)
+        wait_for_broker(self.bootstrap, timeout=30)
+
+    def stop(self) -> None:
+        _run_broker_sh("stop", "--data", self.data, timeout=60)
+
+
 @contextlib.contextmanager
 def _local_jar_broker() -> Iterator[str]:
-    if shutil.which("java") is None:
-        raise NoBrokerError("the local jar broker needs Java (java on PATH)")
-    _run_broker_sh("fetch", timeout=900)  # once per checkout: Maven Central download
-    data = tempfile.mkdtemp(prefix="stream-dedup-kafka-")
+    with jar_broker() as broker:
+        yield broker.bootstrap
+
+
+@contextlib.contextmanager
+def jar_broker() -> Iterator[JarBroker]:
+    """A started :class:`JarBroker`, stopped and deleted at the end."""
+    broker = JarBroker()
     try:
-        out = _run_broker_sh("start", "--port", str(_free_port()), "--data", data, timeout=120)
-        bootstrap = out.strip().splitlines()[-1]
-        wait_for_broker(bootstrap, timeout=30)
-        yield bootstrap
+        broker.start()
+        yield broker
     finally:
         # Always stop, even if start timed out half-way: no JVM may outlive the tests.
         with contextlib.suppress(Exception):
-            _run_broker_sh("stop", "--data", data, timeout=60)
-        shutil.rmtree(data, ignore_errors=True)
+            broker.stop()
+        shutil.rmtree(broker.data, ignore_errors=True)
 
 
 @contextlib.contextmanager

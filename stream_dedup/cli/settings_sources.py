@@ -1,0 +1,115 @@
+"""Layering the worker's settings: flags over ``STREAM_DEDUP_*`` variables over a TOML file over defaults.
+
+Every setting has one name used everywhere: the file key (``batch_size``),
+the flag (``--batch-size``) and the variable (``STREAM_DEDUP_BATCH_SIZE``).
+Values from the environment and the file are converted to the setting's type
+here, so a typo or a bad value stops start-up with the setting's name and
+where the value came from. An unknown ``STREAM_DEDUP_*`` variable or file key
+is an error too: a misspelt setting silently ignored is the worst kind.
+"""
+
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, fields
+from pathlib import Path
+from typing import Any
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.errors import ConfigError
+from stream_dedup.worker.settings import WorkerSettings
+
+ENV_PREFIX = "STREAM_DEDUP_"
+#: The variable naming the config file (like the ``--config`` flag).
+CONFIG_VARIABLE = "STREAM_DEDUP_CONFIG"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def setting_types() -> dict[str, Any]:
+    """Every setting's name and type: the worker's and the detection ones."""
+    types_ = {f.name: f.type for f in fields(DetectionConfig)}
+    hints = typing.get_type_hints(WorkerSettings)
+    types_.update({f.name: hints[f.name] for f in fields(WorkerSettings) if f.name != "detection"})
+    return types_
+
+
+def setting_defaults() -> dict[str, Any]:
+    """Defaults as the dataclasses declare them (``None`` where computed at start-up)."""
+    defaults = {}
+    for cls in (DetectionConfig, WorkerSettings):
+        for f in fields(cls):
+            if f.name != "detection":
+                defaults[f.name] = None if f.default is MISSING else f.default
+    return defaults
+
+
+def resolve_settings(
+    flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str | None = None
+) -> WorkerSettings:
+    """Build and validate the settings; ``flags`` holds only the flags given (others absent or ``None``)."""
+    types_ = setting_types()
+    values: dict[str, Any] = {}
+    path = config_file or environ.get(CONFIG_VARIABLE)
+    if path:
+        for name, raw in _read_file(Path(path)).items():
+            if name not in types_:
+                raise ConfigError(name, f"unknown setting in {path}")
+            values[name] = _convert(name, raw, types_[name], f"{path}")
+    for variable, raw in environ.items():
+        if not variable.startswith(ENV_PREFIX) or variable == CONFIG_VARIABLE:
+            continue
+        name = variable[len(ENV_PREFIX) :].lower()
+        if name not in types_:
+            raise ConfigError(name, f"unknown setting (environment variable {variable})")
+        values[name] = _convert(name, raw, types_[name], f"environment variable {variable}")
+    for name, value in flags.items():
+        if name in types_ and value is not None:
+            values[name] = _convert(name, value, types_[name], f"flag --{name.replace('_', '-')}")
+    detection_names = {f.name for f in fields(DetectionConfig)}
+    detection = DetectionConfig(**{k: v for k, v in values.items() if k in detection_names})
+    return WorkerSettings(detection=detection, **{k: v for k, v in values.items() if k not in detection_names})
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as source:
+            return tomllib.load(source)
+    except OSError as error:
+        raise ConfigError("config", f"cannot read the config file {path}: {error.strerror}") from error
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError("config", f"{path} is not valid TOML: {error}") from error
+
+
+def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:
+    """``raw`` (a string from the environment, or a TOML or flag value) as a value of type ``kind``."""
+    optional = isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union
+    options = typing.get_args(kind) if optional else ()
+    if options:
+        if isinstance(raw, str) and raw.strip().lower() in ("", "none", "null"):
+            return None
+        kind = next(option for option in options if option is not type(None))
+    if typing.get_origin(kind) is typing.Literal:
+        return raw  # the dataclass checks the choices and lists them
+    try:
+        if kind is bool:
+            return _boolean(raw)
+        if kind is int and not isinstance(raw, bool):
+            return int(raw)
+        if kind is float and not isinstance(raw, bool):
+            return float(raw)
+        if kind is str:
+            return str(raw)
+    except ValueError:
+        pass
+    raise ConfigError(name, f"expected {getattr(kind, '__name__', kind)}, got {raw!r} (from {origin})")
+
+
+def _boolean(raw: Any) -> bool:
+    if isinstance(raw, bool):
+        return raw
+    text = str(raw).strip().lower()
+    if text in _TRUE | _FALSE:
+        return text in _TRUE
+    raise ValueError(raw)

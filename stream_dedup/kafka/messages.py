@@ -1,0 +1,136 @@
+"""Kafka records in, verdict and dead-letter records out.
+
+An input record becomes either an :class:`InputDocument` or a
+:class:`DeadLetter`; nothing is dropped. The verdict published for a document
+carries where it came from (``source``) and the fingerprint of the detection
+parameters, so a reader can tell verdicts made under different settings apart.
+"""
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple
+
+from stream_dedup.engine.documents import DocumentFields, Refusal, decode_utf8, read_json_document, read_text_document
+from stream_dedup.engine.verdict import Verdict
+
+InputFormat = Literal["json", "text"]
+
+#: Header names set on every dead letter (the original headers are kept too).
+REASON_HEADER = "stream-dedup-reason"
+ERROR_HEADER = "stream-dedup-error"
+SOURCE_HEADERS = ("stream-dedup-source-topic", "stream-dedup-source-partition", "stream-dedup-source-offset")
+TIMESTAMP_HEADER = "stream-dedup-source-timestamp"
+
+
+class Source(NamedTuple):
+    """Where a record came from; ``timestamp`` is the record's, in milliseconds."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+@dataclass(frozen=True)
+class InputReading:
+    """How input records are read (settings of the same names)."""
+
+    input_format: InputFormat = "json"
+    id_field: str = "id"
+    text_field: str = "text"
+    max_document_bytes: int = 1 << 20
+    strip_punctuation: bool = False
+
+
+class InputDocument(NamedTuple):
+    """A usable document: id, normalised text, and the record it came in (forwarded as is)."""
+
+    id: str
+    text: str
+    source: Source
+    record: Any
+
+
+class DeadLetter(NamedTuple):
+    """A record that cannot be processed, with the reason (one of ``documents.REASONS``)."""
+
+    reason: str
+    detail: str
+    source: Source
+    record: Any
+
+
+def source_of(record: Any) -> Source:
+    return Source(record.topic, record.partition, record.offset, record.timestamp)
+
+
+def read_record(record: Any, reading: InputReading) -> InputDocument | DeadLetter:
+    """Turn one consumed record into a document or a dead letter.
+
+    The id is, in order: the id field of a JSON value, the record key, or the
+    record's coordinates ``topic:partition:offset``.
+    """
+    source = source_of(record)
+    value: bytes | None = record.value
+    if value is None:
+        return DeadLetter("missing_text", "the record has no value (a tombstone)", source, record)
+    if len(value) > reading.max_document_bytes:
+        return DeadLetter(
+            "too_large",
+            f"value of {len(value)} bytes exceeds max_document_bytes={reading.max_document_bytes}",
+            source,
+            record,
+        )
+    fields = _fields(value, reading)
+    if isinstance(fields, Refusal):
+        return DeadLetter(fields.reason, fields.detail, source, record)
+    if fields.id is not None:
+        return InputDocument(fields.id, fields.text, source, record)
+    key_id = _key_id(record.key)
+    if isinstance(key_id, Refusal):
+        return DeadLetter(key_id.reason, key_id.detail, source, record)
+    return InputDocument(key_id or f"{source.topic}:{source.partition}:{source.offset}", fields.text, source, record)
+
+
+def _fields(value: bytes, reading: InputReading) -> DocumentFields | Refusal:
+    text = decode_utf8(value)
+    if isinstance(text, Refusal):
+        return text
+    if reading.input_format == "text":
+        return read_text_document(text, reading.strip_punctuation)
+    return read_json_document(text, reading.id_field, reading.text_field, reading.strip_punctuation)
+
+
+def _key_id(key: bytes | None) -> str | Refusal | None:
+    """The record key as an id, ``None`` without a key."""
+    if not key:
+        return None
+    decoded = decode_utf8(key)
+    if isinstance(decoded, Refusal):
+        return Refusal("invalid_id", "the record key (used as the id) is not valid UTF-8")
+    return decoded
+
+
+def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
+    """The JSON value of a verdict record (its key is the document id)."""
+    return json.dumps(
+        {
+            **verdict.to_dict(),
+            "source": source._asdict(),
+            "params_fingerprint": fingerprint,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    ).encode("utf-8")
+
+
+def dead_letter_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
+    """The original headers plus the reason and the source coordinates."""
+    topic, partition, offset, timestamp = letter.source
+    added = [
+        (REASON_HEADER, letter.reason.encode()),
+        (ERROR_HEADER, letter.detail.encode("utf-8", "backslashreplace")),
+        *zip(SOURCE_HEADERS, (topic.encode(), str(partition).encode(), str(offset).encode()), strict=True),
+        (TIMESTAMP_HEADER, str(timestamp).encode()),
+    ]
+    return list(letter.record.headers or []) + added

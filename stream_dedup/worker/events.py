@@ -1,0 +1,81 @@
+"""What the worker reports as it runs, for metrics and health checks to listen to.
+
+The worker calls these hooks; :mod:`stream_dedup.ops` turns them into
+Prometheus metrics and health answers. The base class does nothing, so the
+worker runs the same without them (in tests, in benchmarks).
+"""
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Role = Literal["restoring", "standby", "active", "stopping"]
+
+
+@dataclass(frozen=True)
+class BatchReport:
+    """One committed batch.
+
+    Attributes:
+        verdicts: documents by verdict (``unique``, ``duplicate``).
+        dead_letters: dead letters by reason.
+        seconds: from the end of the poll to the end of the commit.
+        latencies: per document, commit time minus record timestamp (seconds).
+        candidates: per document, candidate pairs verified.
+        candidate_pairs, verified_pairs: totals of the batch.
+        indexed_documents, index_bytes: the index after the batch.
+        evicted_documents, hot_bucket_skips: running totals of the index.
+    """
+
+    verdicts: Counter[str]
+    dead_letters: Counter[str]
+    seconds: float
+    latencies: npt.NDArray[np.float64]
+    candidates: npt.NDArray[np.int64]
+    candidate_pairs: int
+    verified_pairs: int
+    indexed_documents: int
+    index_bytes: int
+    evicted_documents: int
+    hot_bucket_skips: int
+
+    @property
+    def records(self) -> int:
+        return sum(self.verdicts.values()) + sum(self.dead_letters.values())
+
+
+class WorkerEvents:
+    """Hooks called by the worker; override the ones you need."""
+
+    def heartbeat(self) -> None:
+        """The loop went round (called at least every poll)."""
+
+    def role_changed(self, role: Role, reason: str) -> None:
+        """The replica is now restoring, standing by, active or stopping."""
+
+    def batch_committed(self, report: BatchReport) -> None:
+        """A batch's verdicts, dead letters, changelog and offsets were committed."""
+
+    def transaction_aborted(self, reason: str) -> None:
+        """A batch's transaction was aborted; its state is rebuilt from the changelog."""
+
+    def partitions_assigned(self, count: int) -> None:
+        """A rebalance finished with ``count`` input partitions for this replica."""
+
+    def lag_measured(self, lag: dict[tuple[str, int], int]) -> None:
+        """Records behind the end of each assigned input partition (topic, partition)."""
+
+    def replay_progress(self, documents: int, remaining_records: int) -> None:
+        """``documents`` more were re-indexed from the changelog; ``remaining_records`` to go."""
+
+    def index_changed(self, indexed_documents: int, index_bytes: int, evicted_documents: int) -> None:
+        """The index changed outside a batch (restored, replayed)."""
+
+    def snapshot_written(self, seconds: float, pause_seconds: float, size_bytes: int) -> None:
+        """A snapshot was written: time to write, time the loop paused to capture it, file size."""
+
+    def snapshot_failed(self, reason: str) -> None:
+        """Writing a snapshot failed (the previous ones are kept)."""

@@ -1,0 +1,116 @@
+"""Replaying the changelog into a detector: at restore, and continuously on a standby.
+
+The reader holds a plain (group-less) consumer on the changelog's single
+partition, with ``read_committed`` so that batches of aborted transactions
+are never replayed: the index must hold exactly what published verdicts saw.
+"""
+
+import logging
+import time
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+
+from stream_dedup.engine.detector import Detector
+from stream_dedup.errors import ChangelogError
+from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
+from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.worker.events import WorkerEvents
+
+log = logging.getLogger(__name__)
+
+#: Changelog records fetched per poll during a replay.
+_RECORDS_PER_POLL = 64
+
+
+class ChangelogReplay:
+    """Applies committed changelog batches to a detector, in order, exactly once each.
+
+    Attributes:
+        applied_offset: changelog offset after the last batch applied (what a
+            snapshot covers).
+        positions: input partition -> next offset, as of that batch.
+    """
+
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        topic: str,
+        input_topic: str,
+        digest: str,
+        start_offset: int,
+        positions: dict[int, int],
+        events: WorkerEvents,
+    ) -> None:
+        self.partition = TopicPartition(topic, 0)
+        self.input_topic = input_topic
+        self.digest = digest
+        self.applied_offset = start_offset
+        self.positions = dict(positions)
+        self.events = events
+        self._pending: list[ChangelogEntry] = []
+        self._consumer = KafkaConsumer(
+            **connection.options(),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            fetch_max_bytes=64 << 20,
+            max_partition_fetch_bytes=16 << 20,
+        )
+        self._consumer.assign([self.partition])
+        self._consumer.seek(self.partition, start_offset)
+
+    def bounds(self) -> tuple[int, int]:
+        """(first offset still kept, last stable offset) of the changelog."""
+        first = self._consumer.beginning_offsets([self.partition])[self.partition]
+        end = self._consumer.end_offsets([self.partition])[self.partition]
+        return int(first), int(end)
+
+    def catch_up(self, detector: Detector, timeout_seconds: float = 300.0) -> int:
+        """Apply everything committed up to now; return the documents applied."""
+        _, end = self.bounds()
+        applied = 0
+        deadline = time.monotonic() + timeout_seconds
+        while self._consumer.position(self.partition) < end:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"changelog replay stuck at {self._consumer.position(self.partition)} < {end}")
+            applied += self._apply(detector, self._consumer.poll(timeout_ms=500, max_records=_RECORDS_PER_POLL), end)
+        return applied
+
+    def apply_available(self, detector: Detector) -> int:
+        """Apply whatever is already fetched or arrives at once (a standby's tailing)."""
+        return self._apply(detector, self._consumer.poll(timeout_ms=0, max_records=_RECORDS_PER_POLL), None)
+
+    def skip_to(self, offset: int, positions: dict[int, int]) -> None:
+        """The caller applied the changelog up to ``offset`` itself (its own batches): do not replay them."""
+        self.applied_offset = offset
+        self.positions = dict(positions)
+        self._consumer.seek(self.partition, offset)
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def _apply(self, detector: Detector, fetched: dict[Any, list[Any]], end: int | None) -> int:
+        applied = 0
+        for record in fetched.get(self.partition, []):
+            entry = decode_entry(record.value, self.digest)
+            if entry.input_topic != self.input_topic:
+                raise ChangelogError(
+                    f"changelog {self.partition.topic} belongs to input topic {entry.input_topic!r}, "
+                    f"not {self.input_topic!r}; give each input its own changelog_topic"
+                )
+            self._pending.append(entry)
+            if not entry.final:
+                continue
+            batch = merge_parts(self._pending)
+            self._pending.clear()
+            if batch.ids:
+                detector.process_signatures(batch.ids, batch.signatures, batch.event_times, batch.shingles)
+            applied += len(batch.ids)
+            self.applied_offset = record.offset + 1
+            self.positions.update(batch.positions)
+        if applied:
+            remaining = 0 if end is None else max(0, end - self._consumer.position(self.partition))
+            self.events.replay_progress(applied, remaining)
+        return applied

@@ -1,0 +1,179 @@
+"""Settings of the Kafka stage: one frozen object, validated once at start-up.
+
+Every error names the setting as the flag (``--batch-size``), the environment
+variable (``STREAM_DEDUP_BATCH_SIZE``) and the config file key (``batch_size``)
+spell it, minus punctuation. How the three sources are layered is the CLI's
+business (:mod:`stream_dedup.cli.settings_sources`).
+"""
+
+import re
+import socket
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.errors import ConfigError
+from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.messages import InputFormat, InputReading
+
+SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+LogFormat = Literal["auto", "json", "text"]
+_KAFKA_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+
+
+def default_instance_id() -> str:
+    """The host name made safe for Kafka ids (in Kubernetes: the pod name)."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:249] or "stream-dedup"
+
+
+def _setting(default: Any, help: str, secret: bool = False) -> Any:
+    """A dataclass field with its help text (shown by `stream-dedup run --help` and the README)."""
+    return field(default=default, metadata={"help": help}, repr=not secret)
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Everything ``stream-dedup run`` needs besides the detection settings."""
+
+    detection: DetectionConfig = field(default_factory=DetectionConfig)
+    bootstrap_servers: str = _setting("127.0.0.1:9092", "Kafka brokers, comma-separated host:port")
+    security_protocol: SecurityProtocol = _setting("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
+    sasl_mechanism: str | None = _setting(None, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, ...")
+    sasl_username: str | None = _setting(None, "SASL user name")
+    sasl_password: str | None = _setting(None, "SASL password (prefer the environment variable)", secret=True)
+    ssl_cafile: str | None = _setting(None, "CA bundle to verify the brokers")
+    ssl_certfile: str | None = _setting(None, "client certificate (mutual TLS)")
+    ssl_keyfile: str | None = _setting(None, "client private key (mutual TLS)")
+    ssl_password: str | None = _setting(None, "password of the client key", secret=True)
+    input_topic: str = _setting("documents", "topic the documents are read from")
+    output_topic: str = _setting("verdicts", "topic one verdict per document is published to")
+    dead_letter_topic: str = _setting(
+        "dead-letters", "topic unprocessable records go to, unchanged, with reason headers"
+    )
+    changelog_topic: str | None = _setting(
+        None, "the index's changelog (default GROUP_ID.changelog; created if missing)"
+    )
+    unique_topic: str | None = _setting(None, "if set, the original record of every unique document is forwarded here")
+    group_id: str = _setting("stream-dedup", "consumer group; replicas in one group are one active plus standbys")
+    instance_id: str = _setting(
+        None, "this replica's name: group instance id and transactional id (default: host name)"
+    )
+    input_format: InputFormat = _setting(
+        "json", "json (an object per record) or text (the value is the text, the key the id)"
+    )
+    id_field: str = _setting("id", "JSON field holding the document id (else the key, else topic:partition:offset)")
+    text_field: str = _setting("text", "JSON field holding the text")
+    max_document_bytes: int = _setting(1 << 20, "larger record values go to the dead-letter topic")
+    batch_size: int = _setting(1000, "records per batch (and per transaction)")
+    batch_timeout_ms: int = _setting(100, "longest wait for a batch to fill")
+    transaction_timeout_seconds: float = _setting(
+        15.0, "broker aborts a transaction left open this long by a dead worker"
+    )
+    session_timeout_seconds: float = _setting(
+        10.0, "a replica silent this long is out of the group (standby takes over)"
+    )
+    snapshot_dir: str = _setting("snapshots", "directory of the local index snapshots")
+    snapshot_interval_seconds: float = _setting(300.0, "seconds between snapshots")
+    snapshots_kept: int = _setting(2, "snapshots kept on disk (older ones are deleted)")
+    shutdown_grace_seconds: float = _setting(
+        30.0, "on SIGTERM: finish the batch, snapshot, leave the group within this"
+    )
+    metrics_host: str = _setting("127.0.0.1", "address of /metrics, /healthz, /readyz (0.0.0.0 in a container)")
+    metrics_port: int = _setting(9400, "port of /metrics, /healthz, /readyz (0: off)")
+    log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR")
+    log_format: LogFormat = _setting("auto", "json, text, or auto (text on a terminal, else json)")
+
+    def __post_init__(self) -> None:
+        if self.instance_id is None:
+            object.__setattr__(self, "instance_id", default_instance_id())
+        if self.changelog_topic is None:
+            object.__setattr__(self, "changelog_topic", f"{self.group_id}.changelog")
+        self._check_names()
+        self._check_numbers()
+        self._check_choices()
+
+    def _check_names(self) -> None:
+        if not self.bootstrap_servers.strip():
+            raise ConfigError("bootstrap_servers", "must name at least one host:port")
+        for name in ("input_topic", "output_topic", "dead_letter_topic", "changelog_topic", "unique_topic", "group_id"):
+            value = getattr(self, name)
+            if value is not None and not _KAFKA_NAME.match(value):
+                raise ConfigError(name, f"{value!r} is not a valid Kafka name (letters, digits, '.', '_', '-')")
+        if not _KAFKA_NAME.match(self.instance_id):
+            raise ConfigError("instance_id", f"{self.instance_id!r} may only hold letters, digits, '.', '_', '-'")
+        outputs = [self.output_topic, self.dead_letter_topic, self.changelog_topic, self.unique_topic]
+        for name, topic in zip(
+            ("output_topic", "dead_letter_topic", "changelog_topic", "unique_topic"), outputs, strict=True
+        ):
+            if topic == self.input_topic:
+                raise ConfigError(
+                    name, f"must differ from input_topic ({topic!r}): the stage would read its own output"
+                )
+        written = [t for t in outputs if t is not None]
+        if len(set(written)) != len(written):
+            raise ConfigError("output_topic", "output, dead-letter, changelog and unique topics must all differ")
+        if not self.id_field or not self.text_field:
+            raise ConfigError("id_field" if not self.id_field else "text_field", "must not be empty")
+
+    def _check_numbers(self) -> None:
+        positive = {
+            "max_document_bytes": self.max_document_bytes,
+            "batch_size": self.batch_size,
+            "transaction_timeout_seconds": self.transaction_timeout_seconds,
+            "session_timeout_seconds": self.session_timeout_seconds,
+            "snapshot_interval_seconds": self.snapshot_interval_seconds,
+            "snapshots_kept": self.snapshots_kept,
+            "shutdown_grace_seconds": self.shutdown_grace_seconds,
+        }
+        for name, value in positive.items():
+            if not value > 0:
+                raise ConfigError(name, f"must be positive, got {value!r}")
+        if self.batch_size > 100_000:
+            raise ConfigError("batch_size", f"must be at most 100000, got {self.batch_size}")
+        if self.batch_timeout_ms < 0:
+            raise ConfigError("batch_timeout_ms", f"must not be negative, got {self.batch_timeout_ms}")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(
+                "metrics_port", f"must be a port number (0 turns the server off), got {self.metrics_port}"
+            )
+
+    def _check_choices(self) -> None:
+        choices: dict[str, tuple[str, ...]] = {
+            "security_protocol": ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
+            "input_format": ("json", "text"),
+            "log_format": ("auto", "json", "text"),
+            "log_level": ("DEBUG", "INFO", "WARNING", "ERROR"),
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ConfigError(name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
+        if self.security_protocol.startswith("SASL") and not self.sasl_mechanism:
+            raise ConfigError("sasl_mechanism", f"is required with security_protocol={self.security_protocol}")
+
+    @property
+    def transactional_id(self) -> str:
+        """Stable per replica, so a restarted replica fences its former self and aborts its open transaction."""
+        return f"{self.group_id}-{self.instance_id}"
+
+    def connection(self) -> KafkaConnection:
+        return KafkaConnection(
+            bootstrap_servers=self.bootstrap_servers,
+            security_protocol=self.security_protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_plain_username=self.sasl_username,
+            sasl_plain_password=self.sasl_password,
+            ssl_cafile=self.ssl_cafile,
+            ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile,
+            ssl_password=self.ssl_password,
+            client_id=f"stream-dedup-{self.instance_id}",
+        )
+
+    def input_reading(self) -> InputReading:
+        return InputReading(
+            input_format=self.input_format,
+            id_field=self.id_field,
+            text_field=self.text_field,
+            max_document_bytes=self.max_document_bytes,
+            strip_punctuation=self.detection.strip_punctuation,
+        )

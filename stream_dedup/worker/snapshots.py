@@ -1,0 +1,136 @@
+"""Local snapshots of the index: written in the background, loaded newest-valid-first.
+
+A snapshot is an optimisation: the changelog topic alone can rebuild the
+index, a snapshot only saves replaying all of it. So a damaged snapshot is
+skipped (loudly) for the one before it, or for a full replay, and never
+loaded.
+
+Files are named after the changelog offset they cover
+(``snapshot-000000001234.sds``), so the newest is the one covering most of
+the changelog, whatever the clocks say.
+"""
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.snapshot import capture_snapshot, load_snapshot
+from stream_dedup.errors import CorruptSnapshotError
+
+log = logging.getLogger(__name__)
+
+_PATTERN = "snapshot-*.sds"
+
+
+@dataclass(frozen=True)
+class SnapshotCoverage:
+    """What a snapshot covers: the changelog up to ``changelog_offset`` (exclusive), and the input positions then."""
+
+    changelog_topic: str
+    changelog_offset: int
+    positions: dict[int, int]
+
+    def to_metadata(self) -> dict[str, Any]:
+        return {
+            "changelog_topic": self.changelog_topic,
+            "changelog_offset": self.changelog_offset,
+            "positions": {str(p): o for p, o in self.positions.items()},
+        }
+
+    @classmethod
+    def of_metadata(cls, metadata: dict[str, Any]) -> "SnapshotCoverage":
+        return cls(
+            str(metadata["changelog_topic"]),
+            int(metadata["changelog_offset"]),
+            {int(p): int(o) for p, o in metadata["positions"].items()},
+        )
+
+
+#: Called when a background write ends: (seconds writing, seconds the caller paused, file size) or the error.
+WriteDone = Callable[[float, float, int], None]
+WriteFailed = Callable[[BaseException], None]
+
+
+class SnapshotStore:
+    """A directory of snapshots, at most one being written at a time."""
+
+    def __init__(self, directory: str | Path, kept: int) -> None:
+        self.directory = Path(directory)
+        self.kept = kept
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._writer: threading.Thread | None = None
+
+    def paths(self) -> list[Path]:
+        """Snapshot files, newest (highest changelog offset) first."""
+        return sorted(self.directory.glob(_PATTERN), reverse=True)
+
+    def load_newest(
+        self, config: DetectionConfig, changelog_topic: str, usable: Callable[[SnapshotCoverage], str | None]
+    ) -> tuple[Detector, SnapshotCoverage] | None:
+        """The newest snapshot that loads and that ``usable`` accepts (it returns why not, or None).
+
+        A corrupt file is reported and skipped; a snapshot made with other
+        signature parameters raises :class:`IncompatibleSnapshotError`
+        (falling back would replay a changelog of the same, incomparable kind).
+        """
+        for path in self.paths():
+            try:
+                detector, metadata = load_snapshot(path, config)
+                coverage = SnapshotCoverage.of_metadata(metadata)
+            except (CorruptSnapshotError, KeyError, ValueError) as error:
+                log.error("snapshot %s is unusable, trying an older one: %s", path, error)
+                continue
+            reason = usable(coverage)
+            if reason is None and coverage.changelog_topic != changelog_topic:
+                reason = f"it covers changelog {coverage.changelog_topic!r}, not {changelog_topic!r}"
+            if reason is not None:
+                log.warning("snapshot %s skipped: %s", path, reason)
+                continue
+            log.info(
+                "loaded snapshot %s (%d documents, changelog offset %d)", path, len(detector), coverage.changelog_offset
+            )
+            return detector, coverage
+        return None
+
+    @property
+    def writing(self) -> bool:
+        return self._writer is not None and self._writer.is_alive()
+
+    def write_in_background(
+        self, detector: Detector, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed
+    ) -> float:
+        """Capture the detector now and write it on a thread; return how long the capture paused the caller."""
+        started = time.perf_counter()
+        image = capture_snapshot(detector, coverage.to_metadata())
+        pause = time.perf_counter() - started
+        path = self.directory / f"snapshot-{coverage.changelog_offset:012d}.sds"
+
+        def write() -> None:
+            began = time.perf_counter()
+            try:
+                size = image.write(path)
+                self._prune()
+            except BaseException as error:  # reported, never fatal: the changelog still has everything
+                failed(error)
+                return
+            done(time.perf_counter() - began, pause, size)
+
+        self._writer = threading.Thread(target=write, name="snapshot-writer", daemon=True)
+        self._writer.start()
+        return pause
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a write in progress; return whether none is left running."""
+        if self._writer is not None:
+            self._writer.join(timeout)
+        return not self.writing
+
+    def _prune(self) -> None:
+        for old in self.paths()[self.kept :]:
+            old.unlink(missing_ok=True)
