@@ -1,0 +1,216 @@
+"""Metrics, liveness and readiness over HTTP, served from a daemon thread.
+
+``GET /metrics``  Prometheus text exposition of a :class:`WorkerMetrics` registry.
+``GET /healthz``  200 while the processing loop keeps calling :meth:`Health.heartbeat`,
+                  503 once the last heartbeat is older than the liveness timeout.
+``GET /readyz``   200 when the worker has said it is ready, else 503.
+
+Liveness and readiness answer different questions: a restoring replica is alive
+(do not restart it, it is making progress) but not ready; a caught-up standby
+is ready (it can take over at once) although it holds no partitions.
+
+Example:
+    >>> with OpsServer("0.0.0.0", 9100, metrics, health) as server:
+    ...     run_worker_loop()  # calls health.heartbeat() every iteration
+"""
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+from urllib.parse import urlsplit
+
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+from stream_dedup.errors import StreamDedupError
+from stream_dedup.ops.metrics import ROLES, WorkerMetrics
+from stream_dedup.worker.events import Role
+
+_log = logging.getLogger(__name__)
+
+#: The readiness and reason that go with each role, for :meth:`Health.set_role`.
+_ROLE_STATES: dict[Role, tuple[bool, str]] = {
+    "restoring": (False, "restoring state from snapshot and changelog"),
+    "standby": (True, "standby: another replica holds the partitions"),
+    "active": (True, "active: processing the assigned partitions"),
+    "stopping": (False, "stopping: shutting down"),
+}
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """What ``/readyz`` reports."""
+
+    ready: bool
+    role: Role
+    reason: str
+
+
+class Health:
+    """Liveness and readiness, written by the worker loop and read by the HTTP threads.
+
+    Thread safety: each write replaces one attribute with an immutable value (a
+    float, a frozen :class:`Readiness`), and assigning an attribute is atomic in
+    CPython, so a reader sees the old state or the new one, never a mix, without a lock.
+
+    Args:
+        liveness_timeout_seconds: heartbeats older than this make ``/healthz`` fail (default 60).
+        clock: monotonic seconds; replaceable in tests.
+    """
+
+    def __init__(self, liveness_timeout_seconds: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        if not liveness_timeout_seconds > 0:
+            raise ValueError(f"liveness_timeout_seconds must be positive, got {liveness_timeout_seconds!r}")
+        self.liveness_timeout_seconds = liveness_timeout_seconds
+        self._clock = clock
+        # Counting from construction gives the loop one timeout to make its first heartbeat.
+        self._last_heartbeat = clock()
+        self._readiness = Readiness(False, "restoring", _ROLE_STATES["restoring"][1])
+
+    def heartbeat(self) -> None:
+        """Record that the processing loop is alive; call it every iteration."""
+        self._last_heartbeat = self._clock()
+
+    def heartbeat_age(self) -> float:
+        """Seconds since the last heartbeat."""
+        return self._clock() - self._last_heartbeat
+
+    def set_state(self, ready: bool, role: Role, reason: str) -> None:
+        """Set what ``/readyz`` reports."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; expected one of {', '.join(ROLES)}")
+        self._readiness = Readiness(ready, role, reason)
+
+    def set_role(self, role: Role) -> None:
+        """``set_state`` with the usual readiness and reason of ``role``: ready if standby or active."""
+        ready, reason = _ROLE_STATES[role]
+        self.set_state(ready, role, reason)
+
+    @property
+    def readiness(self) -> Readiness:
+        return self._readiness
+
+
+class OpsServer:
+    """The HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``.
+
+    Args:
+        host: address to listen on (``"0.0.0.0"`` in a container, ``"127.0.0.1"`` in tests).
+        port: TCP port; 0 picks a free one, then read it from :attr:`port`.
+        metrics: whose registry ``/metrics`` exposes.
+        health: what ``/healthz`` and ``/readyz`` report.
+    """
+
+    def __init__(self, host: str, port: int, metrics: WorkerMetrics, health: Health) -> None:
+        self.host = host
+        self._requested_port = port
+        self.metrics = metrics
+        self.health = health
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Bind the port and serve from a daemon thread; returns at once."""
+        if self._server is not None:
+            raise RuntimeError("OpsServer already started")
+        try:
+            server = _Server((self.host, self._requested_port), _Handler)
+        except OSError as exc:
+            raise StreamDedupError(
+                f"cannot serve metrics and health checks on {self.host}:{self._requested_port}: {exc}; "
+                "choose another port or free this one"
+            ) from exc
+        server.ops = self
+        self._server = server
+        # A daemon thread never keeps a stopping worker alive, even if close() is skipped.
+        # serve_forever notices shutdown() only between polls: the interval bounds how long close() takes.
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="ops-http", daemon=True
+        )
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        """The bound port (useful when constructed with port 0)."""
+        if self._server is None:
+            raise RuntimeError("OpsServer not started")
+        return int(self._server.server_address[1])
+
+    def close(self) -> None:
+        """Stop serving and release the port; safe to call twice or before ``start``."""
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is None or thread is None:
+            return
+        # shutdown() waits for serve_forever() to return, so only call it on a running server.
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+    def __enter__(self) -> "OpsServer":
+        self.start()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    ops: OpsServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # The default prints a traceback to stderr, outside the log format.
+        _log.exception("ops HTTP request from %s failed", client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        if path == "/metrics":
+            self._send(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(self.server.ops.metrics.registry))
+        elif path == "/healthz":
+            self._send_json(*_liveness(self.server.ops.health))
+        elif path == "/readyz":
+            readiness = self.server.ops.health.readiness
+            status = HTTPStatus.OK if readiness.ready else HTTPStatus.SERVICE_UNAVAILABLE
+            self._send_json(status, {"ready": readiness.ready, "role": readiness.role, "reason": readiness.reason})
+        else:
+            self._send_json(HTTPStatus.NOT_FOUND, {"error": f"not found: {path}; try /metrics, /healthz or /readyz"})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        # One line per scrape and probe would drown the worker's own log.
+        _log.debug("ops HTTP %s: " + format, self.address_string(), *args)
+
+    def _send_json(self, status: HTTPStatus, body: dict[str, object]) -> None:
+        self._send(status, "application/json", json.dumps(body).encode("utf-8"))
+
+    def _send(self, status: HTTPStatus, content_type: str, body: bytes) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _liveness(health: Health) -> tuple[HTTPStatus, dict[str, object]]:
+    age = health.heartbeat_age()
+    timeout = health.liveness_timeout_seconds
+    if age < timeout:
+        return HTTPStatus.OK, {"status": "ok", "heartbeat_age_seconds": round(age, 3), "role": health.readiness.role}
+    return HTTPStatus.SERVICE_UNAVAILABLE, {
+        "status": "stalled",
+        "heartbeat_age_seconds": round(age, 3),
+        "liveness_timeout_seconds": timeout,
+        "reason": f"no heartbeat from the processing loop for {age:.1f} s (limit {timeout:g} s)",
+    }

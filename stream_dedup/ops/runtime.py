@@ -1,0 +1,119 @@
+"""Wiring the worker's events to metrics, health checks and logs for a running process."""
+
+import contextlib
+import logging
+import time
+from collections.abc import Iterator
+
+from prometheus_client import Counter
+
+from stream_dedup.ops.http import Health, OpsServer
+from stream_dedup.ops.logs import configure_logging
+from stream_dedup.ops.metrics import WorkerMetrics, observe_many
+from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
+from stream_dedup.worker.settings import WorkerSettings
+
+log = logging.getLogger("stream_dedup.ops")
+
+
+class MetricsEvents(WorkerEvents):
+    """Turns what the worker reports into Prometheus metrics and health answers.
+
+    The index's eviction and hot-bucket totals restart from a snapshot's
+    values when a session restores; the counters follow their increases only,
+    so they never go down within a process (as Prometheus counters must not).
+    """
+
+    def __init__(self, metrics: WorkerMetrics, health: Health) -> None:
+        self.metrics = metrics
+        self.health = health
+        self._evicted: int | None = None
+        self._hot_skips: int | None = None
+
+    def heartbeat(self) -> None:
+        self.health.heartbeat()
+
+    def role_changed(self, role: Role, reason: str) -> None:
+        self.metrics.set_role(role)
+        self.health.set_state(role in ("active", "standby"), role, reason)
+
+    def batch_committed(self, report: BatchReport) -> None:
+        m = self.metrics
+        for verdict, count in report.verdicts.items():
+            m.documents.labels(verdict).inc(count)
+        for reason, count in report.dead_letters.items():
+            m.dead_letters.labels(reason).inc(count)
+        m.batch_duration.observe(report.seconds)
+        m.batch_documents.observe(report.records)
+        observe_many(m.end_to_end_latency, report.latencies)
+        observe_many(m.candidates_per_document, report.candidates)
+        m.candidates.inc(report.candidate_pairs)
+        m.verified_candidates.inc(report.verified_pairs)
+        m.transactions.labels("committed").inc()
+        m.last_commit.set(time.time())
+        self._hot_skips = _count_increase(m.hot_bucket_skips, self._hot_skips, report.hot_bucket_skips)
+        self.index_changed(report.indexed_documents, report.index_bytes, report.evicted_documents)
+
+    def transaction_aborted(self, reason: str) -> None:
+        self.metrics.transactions.labels("aborted").inc()
+
+    def partitions_assigned(self, count: int) -> None:
+        self.metrics.rebalances.inc()
+        self.metrics.assigned_partitions.set(count)
+        if count == 0:
+            self.metrics.consumer_lag.clear()  # a standby has no lag of its own
+
+    def lag_measured(self, lag: dict[tuple[str, int], int]) -> None:
+        for (topic, partition), records in lag.items():
+            self.metrics.consumer_lag.labels(topic, str(partition)).set(records)
+
+    def replay_progress(self, documents: int, remaining_records: int) -> None:
+        self.metrics.replayed_documents.inc(documents)
+        self.metrics.replay_remaining.set(remaining_records)
+
+    def index_changed(self, indexed_documents: int, index_bytes: int, evicted_documents: int) -> None:
+        self.metrics.indexed_documents.set(indexed_documents)
+        self.metrics.index_bytes.set(index_bytes)
+        self._evicted = _count_increase(self.metrics.evicted_documents, self._evicted, evicted_documents)
+
+    def snapshot_written(self, seconds: float, pause_seconds: float, size_bytes: int) -> None:
+        self.metrics.snapshot_duration.observe(seconds)
+        self.metrics.snapshot_pause.observe(pause_seconds)
+        self.metrics.snapshot_size.set(size_bytes)
+        self.metrics.snapshot_last_success.set(time.time())
+
+    def snapshot_failed(self, reason: str) -> None:
+        self.metrics.snapshot_failures.inc()
+
+
+def _count_increase(counter: Counter, last: int | None, total: int) -> int:
+    """Add ``total - last`` to ``counter`` when positive; return ``total`` as the new ``last``."""
+    if last is not None and total > last:
+        counter.inc(total - last)
+    return total
+
+
+@contextlib.contextmanager
+def observed_worker(settings: WorkerSettings, version: str) -> Iterator[MetricsEvents]:
+    """Logging configured, metrics registered and served: the events object to give the worker."""
+    configure_logging(settings.log_level, settings.log_format)
+    metrics = WorkerMetrics()
+    metrics.set_build_info(settings.detection, version)
+    events = MetricsEvents(metrics, Health())
+    server = None
+    if settings.metrics_port:
+        server = OpsServer(settings.metrics_host, settings.metrics_port, metrics, events.health)
+        server.start()
+    log.info(
+        "stream-dedup %s starting: %s -> %s; metrics %s",
+        version,
+        settings.input_topic,
+        settings.output_topic,
+        f"on http://{settings.metrics_host}:{server.port}/metrics" if server else "off (metrics_port=0)",
+        extra={"settings": repr(settings)},
+    )
+    try:
+        yield events
+    finally:
+        if server is not None:
+            server.close()

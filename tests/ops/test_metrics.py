@@ -1,0 +1,253 @@
+"""Worker metrics: the fixed names, types and labels the dashboard relies on, and bulk observation."""
+
+import math
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.ops.metrics import DEAD_LETTER_REASONS, ROLES, WorkerMetrics, observe_many
+
+# attribute, exposed name, type, label names: the contract with the dashboard and alert rules.
+CONTRACT = [
+    ("build_info", "stream_dedup_build_info", "gauge",
+     ("version", "fingerprint", "threshold", "num_perm", "bands", "rows_per_band", "scheme", "shingle_unit",
+      "shingle_size", "verification")),
+    ("role", "stream_dedup_role", "gauge", ("role",)),
+    ("documents", "stream_dedup_documents_total", "counter", ("verdict",)),
+    ("dead_letters", "stream_dedup_dead_letters_total", "counter", ("reason",)),
+    ("batch_duration", "stream_dedup_batch_duration_seconds", "histogram", ()),
+    ("batch_documents", "stream_dedup_batch_documents", "histogram", ()),
+    ("end_to_end_latency", "stream_dedup_end_to_end_latency_seconds", "histogram", ()),
+    ("consumer_lag", "stream_dedup_consumer_lag_records", "gauge", ("topic", "partition")),
+    ("assigned_partitions", "stream_dedup_assigned_partitions", "gauge", ()),
+    ("indexed_documents", "stream_dedup_indexed_documents", "gauge", ()),
+    ("index_bytes", "stream_dedup_index_bytes", "gauge", ()),
+    ("evicted_documents", "stream_dedup_evicted_documents_total", "counter", ()),
+    ("candidates_per_document", "stream_dedup_candidates_per_document", "histogram", ()),
+    ("candidates", "stream_dedup_candidates_total", "counter", ()),
+    ("verified_candidates", "stream_dedup_verified_candidates_total", "counter", ()),
+    ("hot_bucket_skips", "stream_dedup_hot_bucket_skips_total", "counter", ()),
+    ("snapshot_duration", "stream_dedup_snapshot_duration_seconds", "histogram", ()),
+    ("snapshot_pause", "stream_dedup_snapshot_pause_seconds", "histogram", ()),
+    ("snapshot_size", "stream_dedup_snapshot_size_bytes", "gauge", ()),
+    ("snapshot_last_success", "stream_dedup_snapshot_last_success_timestamp_seconds", "gauge", ()),
+    ("snapshot_failures", "stream_dedup_snapshot_failures_total", "counter", ()),
+    ("transactions", "stream_dedup_transactions_total", "counter", ("outcome",)),
+    ("rebalances", "stream_dedup_rebalances_total", "counter", ()),
+    ("replayed_documents", "stream_dedup_replayed_documents_total", "counter", ()),
+    ("replay_remaining", "stream_dedup_replay_remaining_records", "gauge", ()),
+    ("last_commit", "stream_dedup_last_commit_timestamp_seconds", "gauge", ()),
+]  # fmt: skip
+
+
+def exposition(registry: CollectorRegistry) -> str:
+    return generate_latest(registry).decode("utf-8")
+
+
+def sample(metrics: WorkerMetrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+def without_created(text: str) -> list[str]:
+    """Exposition lines, minus the ``_created`` timestamps that differ between two metrics."""
+    return [line for line in text.splitlines() if "_created" not in line]
+
+
+@pytest.mark.parametrize(("attribute", "name", "kind", "labels"), CONTRACT, ids=[row[0] for row in CONTRACT])
+def test_metric_has_the_agreed_name_type_and_labels(
+    attribute: str, name: str, kind: str, labels: tuple[str, ...]
+) -> None:
+    metrics = WorkerMetrics()
+    metric = getattr(metrics, attribute)
+    if labels:
+        metric.labels(**dict.fromkeys(labels, "x"))  # raises unless the label names are exactly these
+    else:
+        with pytest.raises(ValueError, match="No label names"):
+            metric.labels("x")
+    assert f"# TYPE {name} {kind}\n" in exposition(metrics.registry)
+
+
+def test_contract_lists_every_metric_of_the_registry() -> None:
+    types = re.findall(r"^# TYPE (\S+) \S+$", exposition(WorkerMetrics().registry), re.MULTILINE)
+    exposed = {name for name in types if not name.endswith("_created")}
+    assert exposed == {row[1] for row in CONTRACT}
+
+
+def test_labelled_series_exist_at_zero_from_construction() -> None:
+    metrics = WorkerMetrics()
+    for verdict in ("unique", "duplicate"):
+        assert sample(metrics, "stream_dedup_documents_total", verdict=verdict) == 0.0
+    for reason in DEAD_LETTER_REASONS:
+        assert sample(metrics, "stream_dedup_dead_letters_total", reason=reason) == 0.0
+    for outcome in ("committed", "aborted"):
+        assert sample(metrics, "stream_dedup_transactions_total", outcome=outcome) == 0.0
+    assert set(DEAD_LETTER_REASONS) == {
+        "invalid_utf8", "invalid_json", "not_an_object", "missing_text", "invalid_text", "empty_text", "invalid_id",
+        "too_large",
+    }  # fmt: skip
+
+
+def test_role_starts_restoring_with_all_four_series() -> None:
+    metrics = WorkerMetrics()
+    assert {role: sample(metrics, "stream_dedup_role", role=role) for role in ROLES} == {
+        "restoring": 1.0,
+        "standby": 0.0,
+        "active": 0.0,
+        "stopping": 0.0,
+    }
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_set_role_raises_exactly_one_role(role: str) -> None:
+    metrics = WorkerMetrics()
+    metrics.set_role("active")
+    metrics.set_role(role)  # type: ignore[arg-type]
+    values = {each: sample(metrics, "stream_dedup_role", role=each) for each in ROLES}
+    assert values == {each: 1.0 if each == role else 0.0 for each in ROLES}
+
+
+def test_set_role_refuses_an_unknown_role() -> None:
+    with pytest.raises(ValueError, match="leader"):
+        WorkerMetrics().set_role("leader")  # type: ignore[arg-type]
+
+
+def test_build_info_labels_are_the_detection_parameters() -> None:
+    metrics = WorkerMetrics()
+    config = DetectionConfig(threshold=0.7, num_perm=64, shingle_unit="word", shingle_size=3, verification="exact")
+    metrics.set_build_info(config, "1.2.3")
+    banding = config.banding()
+    labels = {
+        "version": "1.2.3",
+        "fingerprint": config.fingerprint(),
+        "threshold": "0.7",
+        "num_perm": "64",
+        "bands": str(banding.bands),
+        "rows_per_band": str(banding.rows_per_band),
+        "scheme": "oph",
+        "shingle_unit": "word",
+        "shingle_size": "3",
+        "verification": "exact",
+    }
+    assert sample(metrics, "stream_dedup_build_info", **labels) == 1.0
+
+
+def test_build_info_set_twice_keeps_one_series() -> None:
+    metrics = WorkerMetrics()
+    metrics.set_build_info(DetectionConfig(), "1.0.0")
+    metrics.set_build_info(DetectionConfig(threshold=0.9), "1.0.1")
+    series = [line for line in exposition(metrics.registry).splitlines() if line.startswith("stream_dedup_build_info{")]
+    assert len(series) == 1
+    assert 'version="1.0.1"' in series[0]
+    assert 'threshold="0.9"' in series[0]
+
+
+def test_two_instances_do_not_share_series() -> None:
+    first, second = WorkerMetrics(), WorkerMetrics()
+    first.documents.labels("duplicate").inc(5)
+    assert sample(first, "stream_dedup_documents_total", verdict="duplicate") == 5.0
+    assert sample(second, "stream_dedup_documents_total", verdict="duplicate") == 0.0
+
+
+def test_histogram_buckets_span_the_agreed_ranges() -> None:
+    metrics = WorkerMetrics()
+
+    def bounds(histogram: Histogram) -> list[float]:
+        return [float(s.labels["le"]) for s in next(iter(histogram.collect())).samples if s.name.endswith("_bucket")]
+
+    assert bounds(metrics.candidates_per_document) == [0, 1, 2, 4, 8, 16, 32, 64, 128, 256, 512, math.inf]
+    assert (bounds(metrics.batch_duration)[0], bounds(metrics.batch_duration)[-2]) == (0.001, 10.0)
+    assert (bounds(metrics.batch_documents)[0], bounds(metrics.batch_documents)[-2]) == (1, 10000)
+    assert (bounds(metrics.end_to_end_latency)[0], bounds(metrics.end_to_end_latency)[-2]) == (0.005, 300.0)
+
+
+# Bounds of the histograms below, drawn often as values to test the edge of a bucket. Powers of two,
+# so that they too add up exactly.
+BOUNDS = (1 / 1024, 1 / 128, 0.5, 1.0, 2.0, 64.0, 256.0)
+
+
+def twin_histograms() -> tuple[CollectorRegistry, Histogram, CollectorRegistry, Histogram]:
+    one, bulk = CollectorRegistry(), CollectorRegistry()
+    return (
+        one,
+        Histogram("h_seconds", "test", buckets=BOUNDS, registry=one),
+        bulk,
+        Histogram("h_seconds", "test", buckets=BOUNDS, registry=bulk),
+    )
+
+
+# Multiples of 1/1024 below 2**20 add up exactly in float64 in any order, so the sums agree to the last digit.
+exact_values = st.one_of(
+    st.integers(-(2**10), 2**20).map(lambda k: k / 1024),
+    st.sampled_from(BOUNDS),
+)
+
+
+@given(batches=st.lists(st.lists(exact_values, max_size=50), max_size=4))
+def test_observe_many_exposes_the_same_text_as_observe_each(batches: list[list[float]]) -> None:
+    one, one_by_one, bulk, in_bulk = twin_histograms()
+    for batch in batches:
+        for value in batch:
+            one_by_one.observe(value)
+        observe_many(in_bulk, np.array(batch, dtype=np.float64))
+    assert without_created(exposition(bulk)) == without_created(exposition(one))
+
+
+any_values = st.one_of(
+    st.floats(min_value=-1e12, max_value=1e12),
+    st.sampled_from(BOUNDS),
+    st.sampled_from([math.inf, -math.inf, math.nan]),
+)
+
+
+@given(values=st.lists(any_values, max_size=100))
+def test_observe_many_counts_any_floats_like_observe(values: list[float]) -> None:
+    """Infinities and NaN included: buckets and count exact, the sum equal up to the order of additions."""
+    one, one_by_one, bulk, in_bulk = twin_histograms()
+    for value in values:
+        one_by_one.observe(value)
+    observe_many(in_bulk, values)
+    assert [line for line in without_created(exposition(bulk)) if "_sum" not in line] == [
+        line for line in without_created(exposition(one)) if "_sum" not in line
+    ]
+    expected, actual = one.get_sample_value("h_seconds_sum"), bulk.get_sample_value("h_seconds_sum")
+    assert expected is not None and actual is not None
+    if all(math.isfinite(value) for value in values):
+        # Reordering n additions moves the result by at most about n * epsilon * sum(|x|).
+        assert abs(actual - expected) <= 1e-13 * math.fsum(abs(value) for value in values)
+    else:
+        assert str(actual) == str(expected)  # the same inf, -inf or nan
+
+
+def test_observe_many_on_a_labelled_child() -> None:
+    registry = CollectorRegistry()
+    histogram = Histogram("h", "test", ["shard"], buckets=(1.0, 2.0), registry=registry)
+    observe_many(histogram.labels("a"), [0.5, 1.5, 1.5, 3.0])
+    assert registry.get_sample_value("h_bucket", {"shard": "a", "le": "1.0"}) == 1.0
+    assert registry.get_sample_value("h_bucket", {"shard": "a", "le": "2.0"}) == 3.0
+    assert registry.get_sample_value("h_count", {"shard": "a"}) == 4.0
+    assert registry.get_sample_value("h_sum", {"shard": "a"}) == 6.5
+
+
+def test_observe_many_refuses_a_labelled_parent() -> None:
+    histogram = Histogram("h", "test", ["shard"], registry=CollectorRegistry())
+    with pytest.raises(ValueError, match="labels"):
+        observe_many(histogram, [1.0])
+
+
+def test_end_to_end_latency_is_commit_time_minus_record_timestamp() -> None:
+    metrics = WorkerMetrics()
+    commit_time = 1_800_000_000.0
+    # 4 ms, 30 ms, 2 s after the records; -1 is a record without a timestamp.
+    stamps_ms = np.array([commit_time * 1000 - 4, commit_time * 1000 - 30, commit_time * 1000 - 2000, -1])
+    metrics.observe_end_to_end_latency(commit_time, stamps_ms)
+    name = "stream_dedup_end_to_end_latency_seconds"
+    assert sample(metrics, f"{name}_count") == 3.0
+    assert sample(metrics, f"{name}_bucket", le="0.005") == 1.0
+    assert sample(metrics, f"{name}_bucket", le="0.05") == 2.0
+    assert sample(metrics, f"{name}_bucket", le="2.5") == 3.0
+    assert sample(metrics, f"{name}_sum") == pytest.approx(2.034)
