@@ -5,7 +5,7 @@ import sys
 from collections.abc import Sequence
 
 from stream_dedup import __version__
-from stream_dedup.cli import dedup_command, params_command
+from stream_dedup.cli import dedup_command, params_command, run_command, sample_commands
 from stream_dedup.errors import ConfigError, StreamDedupError
 
 
@@ -15,6 +15,8 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     dedup_command.add_parser(subparsers)
     params_command.add_parser(subparsers)
+    run_command.add_parser(subparsers)
+    sample_commands.add_parsers(subparsers)
     return parser
 
 

@@ -1,0 +1,51 @@
+"""``stream-dedup run``: the Kafka stage."""
+
+import argparse
+import logging
+import os
+from dataclasses import fields
+from typing import Any
+
+from stream_dedup import __version__
+from stream_dedup.cli.options import add_detection_options
+from stream_dedup.cli.settings_sources import CONFIG_VARIABLE, resolve_settings
+from stream_dedup.config import DetectionConfig
+from stream_dedup.ops.runtime import observed_worker
+from stream_dedup.worker.loop import Worker, install_stop_signals
+from stream_dedup.worker.settings import WorkerSettings
+
+log = logging.getLogger("stream_dedup.run")
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run the Kafka stage: one verdict per document, exactly once",
+        description=(
+            "Consume documents from a Kafka topic and publish one verdict per document, exactly once. "
+            "Every setting is a flag, a STREAM_DEDUP_<NAME> environment variable or a key of the TOML "
+            "file given by --config; flags win over variables, variables over the file."
+        ),
+    )
+    parser.add_argument("--config", help=f"TOML file of settings (or {CONFIG_VARIABLE})")
+    stage = parser.add_argument_group("kafka stage")
+    for setting in fields(WorkerSettings):
+        if setting.name != "detection":
+            stage.add_argument(
+                f"--{setting.name.replace('_', '-')}",
+                dest=setting.name,
+                metavar=setting.name.upper(),
+                help=f"{setting.metadata['help']} (default {setting.default})",
+            )
+    add_detection_options(parser)
+    # Flags not given must not hide the environment and the file: no defaults here.
+    parser.set_defaults(**{setting.name: None for setting in fields(DetectionConfig)}, run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = resolve_settings(vars(args), os.environ, args.config)
+    with observed_worker(settings, __version__) as events:
+        worker = Worker(settings, events)
+        install_stop_signals(worker)
+        worker.run()
+    return 0
