@@ -1,0 +1,203 @@
+"""Running the stage against the test broker: feeding input, running workers, reading output."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from stream_dedup.cli.settings_sources import resolve_settings
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Detector
+from stream_dedup.worker.loop import Worker
+from stream_dedup.worker.settings import WorkerSettings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Stage:
+    """The topics and settings of one stage under test."""
+
+    bootstrap: str
+    input_topic: str
+    output_topic: str
+    dead_letter_topic: str
+    group_id: str
+    snapshot_root: Path
+    extra: dict[str, str] = field(default_factory=dict)
+
+    def environment(self, instance: str = "worker-1", **overrides: Any) -> dict[str, str]:
+        """``STREAM_DEDUP_*`` variables for a worker of this stage."""
+        values = {
+            "bootstrap_servers": self.bootstrap,
+            "input_topic": self.input_topic,
+            "output_topic": self.output_topic,
+            "dead_letter_topic": self.dead_letter_topic,
+            "group_id": self.group_id,
+            "instance_id": instance,
+            "snapshot_dir": str(self.snapshot_root / instance),
+            "metrics_port": "0",
+            "log_format": "json",
+            **self.extra,
+            **{k: str(v) for k, v in overrides.items()},
+        }
+        return {f"STREAM_DEDUP_{k.upper()}": v for k, v in values.items()}
+
+    def settings(self, instance: str = "worker-1", **overrides: Any) -> WorkerSettings:
+        return resolve_settings({}, self.environment(instance, **overrides))
+
+
+@contextlib.contextmanager
+def worker_thread(settings: WorkerSettings) -> Iterator[Worker]:
+    """A worker running in a thread of the test process, stopped (as by SIGTERM) at the end."""
+    worker = Worker(settings)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            worker.run()
+        except BaseException as error:
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name=f"worker-{settings.instance_id}", daemon=True)
+    thread.start()
+    try:
+        yield worker
+    finally:
+        worker.request_stop()
+        thread.join(60)
+    assert not thread.is_alive(), "the worker did not stop within 60 s"
+    if failure:
+        raise failure[0]
+
+
+class WorkerProcess:
+    """``stream-dedup run`` as a child process, so that it can be killed -9 like in production."""
+
+    def __init__(self, environment: dict[str, str], log_path: Path) -> None:
+        self.environment = {**os.environ, **environment, "PYTHONUNBUFFERED": "1"}
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> WorkerProcess:
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "stream_dedup.cli.main", "run"],
+            env=self.environment,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
+        log.close()
+        return self
+
+    def signal(self, signum: int) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        self.wait(30)
+
+    def wait(self, timeout: float) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout)
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_lines(self) -> list[dict[str, Any]]:
+        lines = []
+        for line in self.log_path.read_text(errors="replace").splitlines():
+            with contextlib.suppress(json.JSONDecodeError):
+                lines.append(json.loads(line))
+        return lines
+
+
+def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes | None, int | None]]) -> None:
+    """Send ``(key, value, partition)`` messages and wait for all of them."""
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+    try:
+        for key, value, partition in messages:
+            producer.send(topic, key=key, value=value, partition=partition)
+        producer.flush(60)
+    finally:
+        producer.close()
+
+
+def document_messages(corpus: Sequence[tuple[str, int]], partitions: int) -> list[tuple[bytes, bytes, int]]:
+    """JSON documents ``doc-N``; near-copies go to their original's partition (see :func:`expected_verdicts`)."""
+    return [
+        (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": text}).encode(), cluster % partitions)
+        for i, (text, cluster) in enumerate(corpus)
+    ]
+
+
+def expected_verdicts(
+    corpus: Sequence[tuple[str, int]], config: DetectionConfig | None = None
+) -> dict[str, dict[str, Any]]:
+    """Verdicts of one uninterrupted run over the corpus, by document id.
+
+    Near-copies share their original's partition, so every pair that can be
+    similar is ordered the same way in every run, however partitions interleave.
+    """
+    detector = Detector(config or DetectionConfig())
+    ids = [f"doc-{i}" for i in range(len(corpus))]
+    verdicts = detector.process(ids, [text for text, _ in corpus], event_times=[0.0] * len(corpus))
+    return {v.id: v.to_dict() for v in verdicts}
+
+
+def read_committed(bootstrap: str, topic: str, count: int, timeout: float = 120.0, settle: float = 2.0) -> list[Any]:
+    """Committed records of ``topic``: at least ``count`` of them, plus any that follow within ``settle`` seconds."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning(*partitions)
+        records: list[Any] = []
+        deadline = time.monotonic() + timeout
+        quiet_until: float | None = None
+        while time.monotonic() < deadline:
+            batch = [r for rs in consumer.poll(timeout_ms=300).values() for r in rs]
+            records.extend(batch)
+            if len(records) >= count:
+                if quiet_until is None or batch:
+                    quiet_until = time.monotonic() + settle
+                elif time.monotonic() > quiet_until:
+                    break
+        return records
+    finally:
+        consumer.close()
+
+
+def verdicts_by_source(records: Sequence[Any]) -> dict[tuple[int, int], list[dict[str, Any]]]:
+    """Published verdicts grouped by the input record they answer (partition, offset)."""
+    grouped: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for record in records:
+        verdict = json.loads(record.value)
+        grouped.setdefault((verdict["source"]["partition"], verdict["source"]["offset"]), []).append(verdict)
+    return grouped
+
+
+def wait_until(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(0.1)

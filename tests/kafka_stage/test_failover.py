@@ -1,0 +1,150 @@
+"""Failures a Kafka deployment throws at the stage: a dead active replica, SIGTERM, a broker restart,
+a corrupt snapshot. After each, every input record has exactly one verdict, the one an uninterrupted
+run gives."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.corpus import make_clustered_corpus
+
+from .broker import JarBroker, jar_broker
+from .stage import (
+    Stage,
+    WorkerProcess,
+    document_messages,
+    expected_verdicts,
+    produce,
+    read_committed,
+    wait_until,
+    worker_thread,
+)
+from .test_crash import check_exactly_once
+
+pytestmark = pytest.mark.kafka
+
+
+def make_stage(bootstrap: str, topic_factory: Callable[..., str], root: Path) -> Stage:
+    return Stage(
+        bootstrap=bootstrap,
+        input_topic=topic_factory(partitions=3),
+        output_topic=topic_factory(partitions=3),
+        dead_letter_topic=topic_factory(partitions=1),
+        group_id=f"group-{uuid.uuid4().hex[:8]}",
+        snapshot_root=root,
+    )
+
+
+@pytest.fixture
+def stage(kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path) -> Stage:
+    return make_stage(kafka_bootstrap, topic_factory, tmp_path)
+
+
+def logged(worker: WorkerProcess, fragment: str) -> bool:
+    return any(fragment in str(line.get("message", "")) for line in worker.log_lines())
+
+
+def test_standby_takes_over_when_the_active_replica_dies(stage: Stage, tmp_path: Path) -> None:
+    corpus = make_clustered_corpus(4000, seed=31)
+    messages = document_messages(corpus, partitions=3)
+    timeouts = {"session_timeout_seconds": 6, "transaction_timeout_seconds": 5, "batch_size": 200}
+    first = WorkerProcess(stage.environment("worker-1", **timeouts), tmp_path / "worker-1.log").start()
+    wait_until(lambda: logged(first, "active:"), 60, "worker-1 to become active")
+    second = WorkerProcess(stage.environment("worker-2", **timeouts), tmp_path / "worker-2.log").start()
+    try:
+        wait_until(lambda: logged(second, "standby:"), 60, "worker-2 to stand by")
+        produce(stage.bootstrap, stage.input_topic, messages[:2000])
+        read_committed(stage.bootstrap, stage.output_topic, 2000, settle=0.5)
+        assert logged(first, "active:") and not logged(second, "active:"), "the standby must not split the index"
+        first.kill()
+        produce(stage.bootstrap, stage.input_topic, messages[2000:])
+        wait_until(lambda: logged(second, "active:"), 60, "worker-2 to take over")
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+    finally:
+        for worker in (first, second):
+            if worker.running():
+                worker.kill()
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+
+
+def test_sigterm_during_a_batch_exits_zero_with_a_snapshot_and_loses_nothing(stage: Stage, tmp_path: Path) -> None:
+    corpus = make_clustered_corpus(20_000, seed=32)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    environment = stage.environment(batch_size=500, shutdown_grace_seconds=20)
+    worker = WorkerProcess(environment, tmp_path / "worker.log").start()
+    read_committed(stage.bootstrap, stage.output_topic, 1000, settle=0)  # mid-stream now
+    started = time.monotonic()
+    worker.signal(signal.SIGTERM)
+    assert worker.wait(30) == 0
+    assert time.monotonic() - started < 20, "must stop within the grace period"
+    assert logged(worker, "final snapshot")
+    assert list((stage.snapshot_root / "worker-1").glob("snapshot-*.sds"))
+    worker.start()
+    try:
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+    finally:
+        worker.kill()
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+
+
+@pytest.fixture
+def own_broker() -> Iterator[JarBroker]:
+    """A broker of this test's own: it is restarted, which the shared one must not be."""
+    with jar_broker() as broker:
+        yield broker
+
+
+def test_broker_restart_mid_stream_loses_and_duplicates_nothing(own_broker: JarBroker, tmp_path: Path) -> None:
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=own_broker.bootstrap)
+    names = iter(f"t{i}" for i in range(100))
+
+    def create(partitions: int = 1) -> str:
+        name = next(names)
+        admin.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}}, wait_for_metadata=True)
+        return name
+
+    stage = make_stage(own_broker.bootstrap, create, tmp_path)
+    admin.close()
+    corpus = make_clustered_corpus(6000, seed=33)
+    messages = document_messages(corpus, partitions=3)
+    produce(stage.bootstrap, stage.input_topic, messages[:3000])
+    with worker_thread(stage.settings(batch_size=200)):
+        read_committed(stage.bootstrap, stage.output_topic, 1000, settle=0)
+        own_broker.stop()  # mid-stream: batches in flight fail, the worker must come back by itself
+        time.sleep(3)
+        own_broker.start()
+        produce(stage.bootstrap, stage.input_topic, messages[3000:])
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180)
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+
+
+def test_a_corrupt_newest_snapshot_is_skipped_for_the_one_before(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = make_clustered_corpus(900, seed=34)
+    messages = document_messages(corpus, partitions=3)
+    snapshots = stage.snapshot_root / "worker-1"
+    for done, part in ((300, messages[:300]), (600, messages[300:600])):
+        produce(stage.bootstrap, stage.input_topic, part)
+        with worker_thread(stage.settings(batch_size=100)):
+            read_committed(stage.bootstrap, stage.output_topic, done, settle=0.5)
+    newest, previous = sorted(snapshots.glob("snapshot-*.sds"), reverse=True)
+    data = bytearray(newest.read_bytes())
+    data[len(data) // 2] ^= 0x40
+    newest.write_bytes(bytes(data))
+    produce(stage.bootstrap, stage.input_topic, messages[600:])
+    with caplog.at_level(logging.INFO, logger="stream_dedup"), worker_thread(stage.settings(batch_size=100)):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+    assert any(newest.name in r.message and "checksum" in r.message for r in caplog.records)
+    assert any(f"loaded snapshot {previous}" in r.message for r in caplog.records)
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
