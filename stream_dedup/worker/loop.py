@@ -160,6 +160,10 @@ class _Session:
             heartbeat_interval_ms=max(100, int(s.session_timeout_seconds * 1000 / 3)),
             max_poll_records=s.batch_size,
         )
+        # Fetch the input topic's metadata before joining: a group leader that
+        # does not know the partitions yet assigns nothing, and the group then
+        # sits with no active member until the next rebalance.
+        self.consumer.partitions_for_topic(s.input_topic)
         self.consumer.subscribe([s.input_topic], listener=_Rebalance(self))
         self.events.role_changed("standby", "joining the group")
         while not self.worker.stopping:
@@ -229,6 +233,7 @@ class _Session:
         if not assigned:
             self.active = False
             self.events.role_changed("standby", "standby: another replica holds the partitions")
+            log.info("standby: another replica holds the partitions; tailing the changelog")
             return
         consumer, replay = self.consumer, self.replay_or_fail()
         assert consumer is not None
