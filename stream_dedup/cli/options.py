@@ -35,6 +35,12 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bands", type=int, help="LSH bands (with --rows-per-band; default: chosen)")
     group.add_argument("--rows-per-band", type=int, help="signature slots per band")
     group.add_argument(
+        "--min-recall",
+        type=float,
+        default=defaults.min_recall,
+        help="candidate probability required at the threshold when choosing the banding (default 0.99)",
+    )
+    group.add_argument(
         "--verification",
         choices=("estimate", "exact"),
         default=defaults.verification,

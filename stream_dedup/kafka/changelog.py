@@ -105,8 +105,8 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
         )
     arrays = dict(_read_arrays(value, _PREFIX.size + header_length, header["arrays"]))
     id_bytes, id_ends = arrays["id_bytes"].tobytes(), arrays["id_ends"]
-    starts = np.concatenate(([0], id_ends[:-1])).tolist()
-    ids = [id_bytes[s:e].decode("utf-8") for s, e in zip(starts, id_ends.tolist(), strict=True)]
+    ends = id_ends.tolist()
+    ids = [id_bytes[s:e].decode("utf-8") for s, e in zip([0, *ends[:-1]], ends, strict=False)]
     shingles = ShingleSets(arrays["shingle_values"], arrays["shingle_ends"]) if "shingle_values" in arrays else None
     return ChangelogEntry(
         ids=ids,

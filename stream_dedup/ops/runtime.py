@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from prometheus_client import Counter
 
+from stream_dedup.errors import ConfigError, StreamDedupError
 from stream_dedup.ops.http import Health, OpsServer
 from stream_dedup.ops.logs import configure_logging
 from stream_dedup.ops.metrics import WorkerMetrics, observe_many
@@ -82,6 +83,10 @@ class MetricsEvents(WorkerEvents):
         self.metrics.snapshot_size.set(size_bytes)
         self.metrics.snapshot_last_success.set(time.time())
 
+    def snapshot_restored(self, written_at: float) -> None:
+        # The restored snapshot is the newest one on disk: its age is the snapshot age.
+        self.metrics.snapshot_last_success.set(written_at)
+
     def snapshot_failed(self, reason: str) -> None:
         self.metrics.snapshot_failures.inc()
 
@@ -103,7 +108,10 @@ def observed_worker(settings: WorkerSettings, version: str) -> Iterator[MetricsE
     server = None
     if settings.metrics_port:
         server = OpsServer(settings.metrics_host, settings.metrics_port, metrics, events.health)
-        server.start()
+        try:
+            server.start()
+        except StreamDedupError as error:
+            raise ConfigError("metrics_port", str(error)) from error
     log.info(
         "stream-dedup %s starting: %s -> %s; metrics %s",
         version,

@@ -77,5 +77,8 @@ class WorkerEvents:
     def snapshot_written(self, seconds: float, pause_seconds: float, size_bytes: int) -> None:
         """A snapshot was written: time to write, time the loop paused to capture it, file size."""
 
+    def snapshot_restored(self, written_at: float) -> None:
+        """The index was restored from a snapshot written at ``written_at`` (unix time)."""
+
     def snapshot_failed(self, reason: str) -> None:
         """Writing a snapshot failed (the previous ones are kept)."""

@@ -214,6 +214,7 @@ class _Session:
             self.detector, coverage = loaded
             replay.skip_to(coverage.changelog_offset, coverage.positions)
             self._snapshot_offset = coverage.changelog_offset
+            self.events.snapshot_restored(coverage.written_at)
         replayed = replay.catch_up(self.detector)
         if len(self.detector) == 0:
             self._snapshot_offset = replay.applied_offset  # nothing worth a snapshot yet

@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ class SnapshotCoverage:
     changelog_topic: str
     changelog_offset: int
     positions: dict[int, int]
+    written_at: float = 0.0
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -82,7 +83,7 @@ class SnapshotStore:
         for path in self.paths():
             try:
                 detector, metadata = load_snapshot(path, config)
-                coverage = SnapshotCoverage.of_metadata(metadata)
+                coverage = replace(SnapshotCoverage.of_metadata(metadata), written_at=path.stat().st_mtime)
             except (CorruptSnapshotError, KeyError, ValueError) as error:
                 log.error("snapshot %s is unusable, trying an older one: %s", path, error)
                 continue

@@ -423,7 +423,7 @@ def test_verdict_lines_are_exactly_what_json_dumps_writes(doc_id: str, match: st
     assert verdict_line(verdict) == json.dumps(verdict.to_dict(), ensure_ascii=False) + "\n"
 
 
-def test_every_detection_setting_but_min_recall_has_a_flag_that_reaches_the_config() -> None:
+def test_every_detection_setting_has_a_flag_that_reaches_the_config() -> None:
     from dataclasses import fields
 
     from stream_dedup.cli.main import build_parser
@@ -432,5 +432,5 @@ def test_every_detection_setting_but_min_recall_has_a_flag_that_reaches_the_conf
 
     args = build_parser().parse_args(["dedup", "in.jsonl", "--threshold", "0.7", "--verification", "exact"])
     flagged = {f.name for f in fields(DetectionConfig)} & set(vars(args))
-    assert flagged == {f.name for f in fields(DetectionConfig)} - {"min_recall"}
+    assert flagged == {f.name for f in fields(DetectionConfig)}
     assert config_from(args) == DetectionConfig(threshold=0.7, verification="exact")

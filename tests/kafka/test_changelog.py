@@ -1,0 +1,82 @@
+"""Changelog records: lossless round trips, splitting big batches, refusing foreign records."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Detector
+from stream_dedup.errors import ChangelogError
+from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, encode_entry, merge_parts, parameters_digest
+from tests.corpus import make_corpus
+
+DIGEST = parameters_digest(DetectionConfig())
+
+
+def entry_of(texts: list[str], config: DetectionConfig | None = None) -> ChangelogEntry:
+    signatures, shingles = Detector(config or DetectionConfig()).sign(texts)
+    return ChangelogEntry(
+        ids=[f"id-{i}-é" for i in range(len(texts))],
+        signatures=signatures,
+        event_times=np.arange(len(texts), dtype=np.float64) + 0.5,
+        shingles=shingles,
+        input_topic="documents",
+        positions={0: 17, 2: 5},
+    )
+
+
+def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
+    assert left.ids == right.ids
+    assert np.array_equal(left.signatures, right.signatures)
+    assert np.array_equal(left.event_times, right.event_times)
+    assert (left.input_topic, left.positions, left.final) == (right.input_topic, right.positions, right.final)
+    assert (left.shingles is None) == (right.shingles is None)
+    if left.shingles is not None and right.shingles is not None:
+        assert np.array_equal(left.shingles.values, right.shingles.values)
+        assert np.array_equal(left.shingles.ends, right.shingles.ends)
+
+
+@pytest.mark.parametrize("verification", ["estimate", "exact"])
+def test_an_entry_survives_encoding(verification: str) -> None:
+    config = DetectionConfig(verification=verification)  # type: ignore[arg-type]
+    entry = entry_of(make_corpus(50, seed=1), config)
+    digest = parameters_digest(config)
+    (value,) = encode_entry(entry, digest)
+    assert_same(decode_entry(value, digest), entry)
+
+
+@settings(max_examples=25, deadline=None)
+@given(documents=st.integers(1, 120), max_bytes=st.integers(100, 20_000))
+def test_a_big_batch_splits_into_parts_that_merge_back(documents: int, max_bytes: int) -> None:
+    entry = entry_of(make_corpus(documents, seed=documents), DetectionConfig(verification="exact"))
+    digest = parameters_digest(DetectionConfig(verification="exact"))
+    parts = [decode_entry(value, digest) for value in encode_entry(entry, digest, max_bytes=max_bytes)]
+    assert [p.final for p in parts] == [False] * (len(parts) - 1) + [True]
+    assert_same(merge_parts(parts), entry)
+
+
+def test_a_batch_of_only_dead_letters_still_records_its_positions() -> None:
+    empty = ChangelogEntry([], np.empty((0, 128), np.uint8), np.empty(0), None, "documents", {1: 99})
+    (value,) = encode_entry(empty, DIGEST)
+    decoded = decode_entry(value, DIGEST)
+    assert (decoded.ids, decoded.positions) == ([], {1: 99})
+
+
+def test_records_made_with_other_signature_parameters_are_refused() -> None:
+    (value,) = encode_entry(entry_of(["some text here"]), DIGEST)
+    other = parameters_digest(DetectionConfig(shingle_size=7))
+    with pytest.raises(ChangelogError, match="other signature parameters"):
+        decode_entry(value, other)
+
+
+def test_the_threshold_does_not_change_the_digest() -> None:
+    # Replaying under another threshold (same banding) is sound: the index holds signatures, not verdicts.
+    banding = DetectionConfig().banding()
+    raised = DetectionConfig(threshold=0.9, bands=banding.bands, rows_per_band=banding.rows_per_band)
+    assert parameters_digest(raised) == DIGEST
+
+
+def test_a_foreign_record_is_refused() -> None:
+    with pytest.raises(ChangelogError, match="bad magic"):
+        decode_entry(b'{"not": "ours"}', DIGEST)

@@ -1,0 +1,94 @@
+"""Reading input records: ids from field, key or coordinates; every refusal becomes a dead letter."""
+
+import json
+from typing import Any, NamedTuple
+
+from stream_dedup.engine.verdict import Verdict
+from stream_dedup.kafka.messages import (
+    DeadLetter,
+    InputDocument,
+    InputReading,
+    dead_letter_headers,
+    read_record,
+    verdict_value,
+)
+
+
+class Record(NamedTuple):
+    """The fields of kafka-python's ConsumerRecord that the stage reads."""
+
+    topic: str = "documents"
+    partition: int = 2
+    offset: int = 41
+    timestamp: int = 1_700_000_000_000
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
+
+
+def read(value: bytes | None, key: bytes | None = None, **reading: Any) -> InputDocument | DeadLetter:
+    return read_record(Record(key=key, value=value), InputReading(**reading))
+
+
+def test_the_id_comes_from_the_field_then_the_key_then_the_coordinates() -> None:
+    with_field = read(b'{"id": 7, "text": "Hello  World"}', key=b"k")
+    assert isinstance(with_field, InputDocument)
+    assert (with_field.id, with_field.text) == ("7", "hello world")
+    from_key = read(b'{"text": "hello"}', key=b"the-key")
+    assert isinstance(from_key, InputDocument) and from_key.id == "the-key"
+    from_coordinates = read(b'{"text": "hello"}')
+    assert isinstance(from_coordinates, InputDocument) and from_coordinates.id == "documents:2:41"
+
+
+def test_field_names_are_configurable() -> None:
+    document = read(b'{"ad": "a1", "body": "hello"}', id_field="ad", text_field="body")
+    assert isinstance(document, InputDocument) and document.id == "a1"
+
+
+def test_plain_text_values() -> None:
+    document = read("Grüße aus Köln".encode(), key=b"k1", input_format="text")
+    assert isinstance(document, InputDocument) and (document.id, document.text) == ("k1", "grüsse aus köln")
+
+
+def test_refusals_carry_a_reason_code() -> None:
+    cases = {
+        b"\xff\xfe": "invalid_utf8",
+        b"{nope": "invalid_json",
+        b"42": "not_an_object",
+        b'{"id": "x"}': "missing_text",
+        b'{"id": "x", "text": ["a"]}': "invalid_text",
+        b'{"id": "x", "text": "\\t "}': "empty_text",
+        b'{"id": 1.5, "text": "t"}': "invalid_id",
+        b'{"id": "x", "text": "' + b"a" * 100 + b'"}': "too_large",
+    }
+    for value, reason in cases.items():
+        letter = read(value, max_document_bytes=80)
+        assert isinstance(letter, DeadLetter), value
+        assert letter.reason == reason, value
+    assert read(b'{"text": "t"}', key=b"\xff").reason == "invalid_id"  # type: ignore[union-attr]
+    assert read(None).reason == "missing_text"  # type: ignore[union-attr]
+
+
+def test_dead_letter_headers_keep_the_original_ones_and_add_reason_and_source() -> None:
+    record = Record(value=b"{", headers=(("trace", b"abc"),))
+    letter = read_record(record, InputReading())
+    assert isinstance(letter, DeadLetter)
+    headers = dict(dead_letter_headers(letter))
+    assert headers["trace"] == b"abc"
+    assert headers["stream-dedup-reason"] == b"invalid_json"
+    assert (headers["stream-dedup-source-partition"], headers["stream-dedup-source-offset"]) == (b"2", b"41")
+    assert headers["stream-dedup-source-timestamp"] == b"1700000000000"
+
+
+def test_verdict_value_names_the_source_and_the_parameters() -> None:
+    document = read(b'{"id": "b", "text": "t"}')
+    assert isinstance(document, InputDocument)
+    value = json.loads(verdict_value(Verdict("b", "duplicate", "a", 0.91), document.source, "abcd"))
+    assert value == {
+        "id": "b",
+        "verdict": "duplicate",
+        "duplicate_of": "a",
+        "similarity": 0.91,
+        "source": {"topic": "documents", "partition": 2, "offset": 41, "timestamp": 1_700_000_000_000},
+        "params_fingerprint": "abcd",
+    }

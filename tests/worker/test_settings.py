@@ -1,0 +1,81 @@
+"""Worker settings: flags over environment over file over defaults; bad values name the setting."""
+
+from pathlib import Path
+
+import pytest
+
+from stream_dedup.cli.settings_sources import resolve_settings
+from stream_dedup.errors import ConfigError
+
+
+def test_flags_win_over_the_environment_which_wins_over_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_text('batch_size = 10\ninput_topic = "from-file"\noutput_topic = "out-file"\nthreshold = 0.7\n')
+    environ = {"STREAM_DEDUP_BATCH_SIZE": "20", "STREAM_DEDUP_OUTPUT_TOPIC": "out-env"}
+    settings = resolve_settings({"batch_size": "30"}, environ, str(config))
+    assert settings.batch_size == 30
+    assert settings.output_topic == "out-env"
+    assert settings.input_topic == "from-file"
+    assert settings.detection.threshold == 0.7
+
+
+def test_the_config_file_can_come_from_the_environment(tmp_path: Path) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_text('group_id = "dedup-ads"\n')
+    settings = resolve_settings({}, {"STREAM_DEDUP_CONFIG": str(config)})
+    assert settings.group_id == "dedup-ads"
+    assert settings.changelog_topic == "dedup-ads.changelog"
+
+
+def test_values_from_the_environment_are_typed() -> None:
+    settings = resolve_settings(
+        {},
+        {
+            "STREAM_DEDUP_STRIP_PUNCTUATION": "yes",
+            "STREAM_DEDUP_MAX_DOCUMENTS": "5000",
+            "STREAM_DEDUP_MAX_AGE_SECONDS": "",
+            "STREAM_DEDUP_SNAPSHOT_INTERVAL_SECONDS": "2.5",
+        },
+    )
+    assert settings.detection.strip_punctuation is True
+    assert settings.detection.max_documents == 5000
+    assert settings.detection.max_age_seconds is None
+    assert settings.snapshot_interval_seconds == 2.5
+
+
+@pytest.mark.parametrize(
+    "flags, environ, setting",
+    [
+        ({}, {"STREAM_DEDUP_BATCH_SIZE": "many"}, "batch_size"),
+        ({}, {"STREAM_DEDUP_BACH_SIZE": "10"}, "bach_size"),
+        ({"batch_size": "0"}, {}, "batch_size"),
+        ({"threshold": "1.5"}, {}, "threshold"),
+        ({"input_format": "xml"}, {}, "input_format"),
+        ({"output_topic": "documents"}, {}, "output_topic"),
+        ({"output_topic": "has space"}, {}, "output_topic"),
+        ({"security_protocol": "SASL_SSL"}, {}, "sasl_mechanism"),
+        ({"metrics_port": "70000"}, {}, "metrics_port"),
+        ({"log_format": "yaml"}, {}, "log_format"),
+        ({"instance_id": "pod/0"}, {}, "instance_id"),
+        ({"dead_letter_topic": "verdicts"}, {}, "output_topic"),
+    ],
+)
+def test_a_bad_value_stops_start_up_naming_the_setting(
+    flags: dict[str, str], environ: dict[str, str], setting: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        resolve_settings(flags, environ)
+    assert raised.value.setting == setting
+
+
+def test_an_unknown_key_in_the_file_is_an_error(tmp_path: Path) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_text("treshold = 0.9\n")
+    with pytest.raises(ConfigError, match=r"treshold.*unknown setting"):
+        resolve_settings({}, {}, str(config))
+
+
+def test_secrets_stay_out_of_the_settings_repr() -> None:
+    settings = resolve_settings({}, {"STREAM_DEDUP_SASL_PASSWORD": "hunter2", "STREAM_DEDUP_SASL_MECHANISM": "PLAIN"})
+    assert settings.connection().options()["sasl_plain_password"] == "hunter2"
+    assert "hunter2" not in repr(settings) and "hunter2" not in repr(settings.connection())
