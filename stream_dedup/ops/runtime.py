@@ -83,9 +83,8 @@ class MetricsEvents(WorkerEvents):
         self.metrics.snapshot_size.set(size_bytes)
         self.metrics.snapshot_last_success.set(time.time())
 
-    def snapshot_restored(self, written_at: float) -> None:
-        # The restored snapshot is the newest one on disk: its age is the snapshot age.
-        self.metrics.snapshot_last_success.set(written_at)
+    def snapshot_current(self, as_of: float) -> None:
+        self.metrics.snapshot_last_success.set(as_of)
 
     def snapshot_failed(self, reason: str) -> None:
         self.metrics.snapshot_failures.inc()

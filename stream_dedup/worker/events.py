@@ -77,8 +77,12 @@ class WorkerEvents:
     def snapshot_written(self, seconds: float, pause_seconds: float, size_bytes: int) -> None:
         """A snapshot was written: time to write, time the loop paused to capture it, file size."""
 
-    def snapshot_restored(self, written_at: float) -> None:
-        """The index was restored from a snapshot written at ``written_at`` (unix time)."""
+    def snapshot_current(self, as_of: float) -> None:
+        """The newest snapshot on disk holds the whole index as of ``as_of`` (unix time).
+
+        Called after a restore from a snapshot, and when a snapshot is due but
+        nothing changed since the last one (an idle stage is not a stale one).
+        """
 
     def snapshot_failed(self, reason: str) -> None:
         """Writing a snapshot failed (the previous ones are kept)."""

@@ -214,7 +214,7 @@ class _Session:
             self.detector, coverage = loaded
             replay.skip_to(coverage.changelog_offset, coverage.positions)
             self._snapshot_offset = coverage.changelog_offset
-            self.events.snapshot_restored(coverage.written_at)
+            self.events.snapshot_current(coverage.written_at)
         replayed = replay.catch_up(self.detector)
         if len(self.detector) == 0:
             self._snapshot_offset = replay.applied_offset  # nothing worth a snapshot yet
@@ -317,7 +317,8 @@ class _Session:
             return
         self._last_snapshot = time.monotonic()
         if replay.applied_offset == self._snapshot_offset:
-            return  # nothing new since the last one
+            self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
+            return
         self._snapshot_offset = replay.applied_offset
         coverage = SnapshotCoverage(str(self.settings.changelog_topic), replay.applied_offset, dict(replay.positions))
         store.write_in_background(self.detector, coverage, self.events.snapshot_written, self._snapshot_failed)
