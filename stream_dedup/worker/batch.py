@@ -7,6 +7,7 @@ that a failure anywhere leaves an open transaction that is aborted, never a
 half-committed batch.
 """
 
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from stream_dedup.kafka.messages import (
     verdict_value,
 )
 from stream_dedup.worker.events import BatchReport
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,14 @@ def publish_batch(
     producer.commit_transaction()
     committed_at = time.time()
     positions.update(after)
+    for letter in letters:
+        topic, partition, offset, _ = letter.source
+        log.warning(
+            "dead letter (%s): %s",
+            letter.reason,
+            letter.detail,
+            extra={"topic": topic, "partition": partition, "offset": offset, "reason": letter.reason},
+        )
     return CommittedBatch(
         changelog_offset=changelog_sends[-1].get().offset + 1,
         report=BatchReport(
