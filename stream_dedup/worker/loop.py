@@ -180,8 +180,8 @@ class _Session:
             records = [r for tp in sorted(polled) for r in polled[tp]]
             if records and self.active:
                 self._publish(records)
-            elif not self.active:
-                self.replay_or_fail().apply_available(self.detector)
+            elif not self.active and self.replay_or_fail().apply_available(self.detector):
+                self._report_index()  # a standby's index grows as it tails the changelog
             self._report_lag()
             self._maybe_snapshot()
 
@@ -218,9 +218,8 @@ class _Session:
         replayed = replay.catch_up(self.detector)
         if len(self.detector) == 0:
             self._snapshot_offset = replay.applied_offset  # nothing worth a snapshot yet
-        self.events.index_changed(
-            len(self.detector), self.detector.memory_bytes(), self.detector.index.evicted_documents
-        )
+            self.events.snapshot_current(time.time())  # an empty index needs no snapshot to be whole
+        self._report_index()
         log.info(
             "restored %d documents (%d replayed from the changelog) in %.2f s",
             len(self.detector),
@@ -260,11 +259,14 @@ class _Session:
                 consumer.seek_to_beginning(tp)  # never committed: the whole partition is new
         self.positions = dict(replay.positions)
         self.active = True
+        self._report_index()
+        self.events.role_changed("active", f"processing {len(assigned)} partitions")
+        log.info("active: %d partitions of %s", len(assigned), self.settings.input_topic)
+
+    def _report_index(self) -> None:
         self.events.index_changed(
             len(self.detector), self.detector.memory_bytes(), self.detector.index.evicted_documents
         )
-        self.events.role_changed("active", f"processing {len(assigned)} partitions")
-        log.info("active: %d partitions of %s", len(assigned), self.settings.input_topic)
 
     def _publish(self, records: list[Any]) -> None:
         assert self.producer is not None and self.consumer is not None

@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient
 
 from .broker import provide_bootstrap_servers
+from .stage import Stage, make_stage
 
 
 @pytest.fixture(scope="session")
@@ -54,3 +56,9 @@ def topic_factory(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Itera
             admin.delete_topics(created, raise_errors=False)
     finally:
         admin.close()
+
+
+@pytest.fixture
+def stage(kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path) -> Stage:
+    """Fresh topics and group for one test of the stage; snapshots under the test's tmp_path."""
+    return make_stage(kafka_bootstrap, topic_factory, tmp_path)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +58,18 @@ class Stage:
 
     def settings(self, instance: str = "worker-1", **overrides: Any) -> WorkerSettings:
         return resolve_settings({}, self.environment(instance, **overrides))
+
+
+def make_stage(bootstrap: str, create_topic: Any, snapshot_root: Path) -> Stage:
+    """A stage with fresh topics (3 input partitions) and its own group; ``create_topic(partitions)`` -> name."""
+    return Stage(
+        bootstrap=bootstrap,
+        input_topic=create_topic(partitions=3),
+        output_topic=create_topic(partitions=3),
+        dead_letter_topic=create_topic(partitions=1),
+        group_id=f"group-{uuid.uuid4().hex[:8]}",
+        snapshot_root=snapshot_root,
+    )
 
 
 @contextlib.contextmanager
@@ -187,12 +200,23 @@ def read_committed(bootstrap: str, topic: str, count: int, timeout: float = 120.
         consumer.close()
 
 
-def verdicts_by_source(records: Sequence[Any]) -> dict[tuple[int, int], list[dict[str, Any]]]:
-    """Published verdicts grouped by the input record they answer (partition, offset)."""
-    grouped: dict[tuple[int, int], list[dict[str, Any]]] = {}
-    for record in records:
-        verdict = json.loads(record.value)
-        grouped.setdefault((verdict["source"]["partition"], verdict["source"]["offset"]), []).append(verdict)
+def check_exactly_once(verdicts: list[dict[str, object]], expected: dict[str, dict[str, object]]) -> None:
+    by_source = verdicts_by_source(verdicts)
+    duplicated = {source: vs for source, vs in by_source.items() if len(vs) > 1}
+    assert not duplicated, f"{len(duplicated)} records got more than one verdict, e.g. {next(iter(duplicated.items()))}"
+    published = {str(v["id"]): {k: v[k] for k in ("id", "verdict", "duplicate_of", "similarity")} for v in verdicts}
+    missing = expected.keys() - published.keys()
+    assert not missing, f"{len(missing)} documents got no verdict, e.g. {sorted(missing)[:5]}"
+    wrong = {i: (published[i], expected[i]) for i in expected if published[i] != expected[i]}
+    assert not wrong, f"{len(wrong)} verdicts differ from an uninterrupted run, e.g. {next(iter(wrong.items()))}"
+
+
+def verdicts_by_source(verdicts: list[dict[str, object]]) -> dict[tuple[object, object], list[object]]:
+    grouped: dict[tuple[object, object], list[object]] = {}
+    for verdict in verdicts:
+        source = verdict["source"]
+        assert isinstance(source, dict)
+        grouped.setdefault((source["partition"], source["offset"]), []).append(verdict)
     return grouped
 
 

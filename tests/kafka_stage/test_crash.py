@@ -6,8 +6,6 @@ import json
 import random
 import threading
 import time
-import uuid
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from tests.corpus import make_clustered_corpus
 from .stage import (
     Stage,
     WorkerProcess,
+    check_exactly_once,
     document_messages,
     expected_verdicts,
     produce,
@@ -58,38 +57,6 @@ def crash_run(
         if worker.running():
             worker.kill()
     return [json.loads(r.value) for r in records], expected_verdicts(corpus), killed
-
-
-@pytest.fixture
-def stage(kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path) -> Stage:
-    return Stage(
-        bootstrap=kafka_bootstrap,
-        input_topic=topic_factory(partitions=3),
-        output_topic=topic_factory(partitions=3),
-        dead_letter_topic=topic_factory(partitions=1),
-        group_id=f"group-{uuid.uuid4().hex[:8]}",
-        snapshot_root=tmp_path,
-    )
-
-
-def check_exactly_once(verdicts: list[dict[str, object]], expected: dict[str, dict[str, object]]) -> None:
-    by_source = verdicts_by_source_dicts(verdicts)
-    duplicated = {source: vs for source, vs in by_source.items() if len(vs) > 1}
-    assert not duplicated, f"{len(duplicated)} records got more than one verdict, e.g. {next(iter(duplicated.items()))}"
-    published = {str(v["id"]): {k: v[k] for k in ("id", "verdict", "duplicate_of", "similarity")} for v in verdicts}
-    missing = expected.keys() - published.keys()
-    assert not missing, f"{len(missing)} documents got no verdict, e.g. {sorted(missing)[:5]}"
-    wrong = {i: (published[i], expected[i]) for i in expected if published[i] != expected[i]}
-    assert not wrong, f"{len(wrong)} verdicts differ from an uninterrupted run, e.g. {next(iter(wrong.items()))}"
-
-
-def verdicts_by_source_dicts(verdicts: list[dict[str, object]]) -> dict[tuple[object, object], list[object]]:
-    grouped: dict[tuple[object, object], list[object]] = {}
-    for verdict in verdicts:
-        source = verdict["source"]
-        assert isinstance(source, dict)
-        grouped.setdefault((source["partition"], source["offset"]), []).append(verdict)
-    return grouped
 
 
 def test_kill_9_five_times_publishes_each_verdict_once_as_an_uninterrupted_run(stage: Stage, tmp_path: Path) -> None:

@@ -8,8 +8,7 @@ import json
 import logging
 import signal
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,32 +19,17 @@ from .broker import JarBroker, jar_broker
 from .stage import (
     Stage,
     WorkerProcess,
+    check_exactly_once,
     document_messages,
     expected_verdicts,
+    make_stage,
     produce,
     read_committed,
     wait_until,
     worker_thread,
 )
-from .test_crash import check_exactly_once
 
 pytestmark = pytest.mark.kafka
-
-
-def make_stage(bootstrap: str, topic_factory: Callable[..., str], root: Path) -> Stage:
-    return Stage(
-        bootstrap=bootstrap,
-        input_topic=topic_factory(partitions=3),
-        output_topic=topic_factory(partitions=3),
-        dead_letter_topic=topic_factory(partitions=1),
-        group_id=f"group-{uuid.uuid4().hex[:8]}",
-        snapshot_root=root,
-    )
-
-
-@pytest.fixture
-def stage(kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path) -> Stage:
-    return make_stage(kafka_bootstrap, topic_factory, tmp_path)
 
 
 def logged(worker: WorkerProcess, fragment: str) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,18 +24,6 @@ from .stage import (
 pytestmark = pytest.mark.kafka
 
 
-@pytest.fixture
-def stage(kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path) -> Stage:
-    return Stage(
-        bootstrap=kafka_bootstrap,
-        input_topic=topic_factory(partitions=3),
-        output_topic=topic_factory(partitions=3),
-        dead_letter_topic=topic_factory(partitions=1),
-        group_id=f"group-{uuid.uuid4().hex[:8]}",
-        snapshot_root=tmp_path,
-    )
-
-
 def comparable(verdict: dict[str, object]) -> dict[str, object]:
     return {k: verdict[k] for k in ("id", "verdict", "duplicate_of", "similarity")}
 
@@ -47,7 +34,7 @@ def test_every_document_gets_exactly_one_verdict_with_its_source(stage: Stage) -
     produce(stage.bootstrap, stage.input_topic, messages)
     with worker_thread(stage.settings(batch_size=100)):
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
-    grouped = verdicts_by_source(records)
+    grouped = verdicts_by_source([json.loads(r.value) for r in records])
     assert len(records) == len(corpus)
     assert all(len(verdicts) == 1 for verdicts in grouped.values())
     expected = expected_verdicts(corpus)
