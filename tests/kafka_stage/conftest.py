@@ -11,7 +11,7 @@ import pytest
 from kafka import KafkaAdminClient
 
 from .broker import provide_bootstrap_servers
-from .stage import Stage, make_stage
+from .stage import Stage, kill_leftover_workers, make_stage
 
 
 @pytest.fixture(scope="session")
@@ -62,3 +62,9 @@ def topic_factory(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Itera
 def stage(kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path) -> Stage:
     """Fresh topics and group for one test of the stage; snapshots under the test's tmp_path."""
     return make_stage(kafka_bootstrap, topic_factory, tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_workers() -> Iterator[None]:
+    yield
+    kill_leftover_workers()

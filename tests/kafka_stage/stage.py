@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
@@ -97,7 +97,14 @@ def worker_thread(settings: WorkerSettings) -> Iterator[Worker]:
 
 
 class WorkerProcess:
-    """``stream-dedup run`` as a child process, so that it can be killed -9 like in production."""
+    """``stream-dedup run`` as a child process, so that it can be killed -9 like in production.
+
+    Every started process is remembered until :func:`kill_leftover_workers`, which the
+    Kafka tests' conftest calls after each test: a failed assertion must not leave a
+    worker running (and spinning on deleted topics) for the rest of the session.
+    """
+
+    started: ClassVar[list[WorkerProcess]] = []
 
     def __init__(self, environment: dict[str, str], log_path: Path) -> None:
         self.environment = {**os.environ, **environment, "PYTHONUNBUFFERED": "1"}
@@ -114,6 +121,7 @@ class WorkerProcess:
             cwd=REPO,
         )
         log.close()
+        WorkerProcess.started.append(self)
         return self
 
     def signal(self, signum: int) -> None:
@@ -137,6 +145,13 @@ class WorkerProcess:
             with contextlib.suppress(json.JSONDecodeError):
                 lines.append(json.loads(line))
         return lines
+
+
+def kill_leftover_workers() -> None:
+    for worker in WorkerProcess.started:
+        if worker.running():
+            worker.kill()
+    WorkerProcess.started.clear()
 
 
 def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes | None, int | None]]) -> None:
