@@ -109,9 +109,11 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         self.session.active = False
+        self.session.awaiting_assignment_since = time.monotonic()
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         self.session.new_assignment = list(assigned)
+        self.session.awaiting_assignment_since = None
 
 
 class _Session:
@@ -124,6 +126,8 @@ class _Session:
         self.digest = parameters_digest(s.detection)
         self.active = False
         self.new_assignment: list[Any] | None = None
+        #: Set while joining the group: kafka-python 3.0 can lose a join (see _check_join).
+        self.awaiting_assignment_since: float | None = time.monotonic()
         self.positions: dict[int, int] = {}
         self.destinations = Destinations(s.output_topic, s.dead_letter_topic, str(s.changelog_topic), s.unique_topic)
         self.replay: ChangelogReplay | None = None
@@ -132,6 +136,7 @@ class _Session:
         self.detector = Detector(s.detection)
         self._last_snapshot = time.monotonic()
         self._snapshot_offset = -1
+        self._snapshot_documents = 0
         self._last_lag = 0.0
 
     def run(self) -> None:
@@ -169,6 +174,7 @@ class _Session:
         while not self.worker.stopping:
             polled = self.consumer.poll(timeout_ms=s.batch_timeout_ms, max_records=s.batch_size)
             self.events.heartbeat()
+            self._check_join()
             if self.new_assignment is not None:
                 # Records polled with the new assignment started from the committed
                 # offsets; the takeover may seek elsewhere, so they are dropped and fetched again.
@@ -184,6 +190,18 @@ class _Session:
                 self._report_index()  # a standby's index grows as it tails the changelog
             self._report_lag()
             self._maybe_snapshot()
+
+    def _check_join(self) -> None:
+        """End the session if a group join never completes.
+
+        kafka-python 3.0.12 can lose a join whose response arrives between two
+        polls: it never installs the assignment nor resumes heartbeats, and the
+        worker would stand by silently forever. A fresh session joins again.
+        """
+        waited = self.awaiting_assignment_since
+        limit = max(30.0, 3 * self.settings.session_timeout_seconds)
+        if waited is not None and time.monotonic() - waited > limit:
+            raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
 
     def replay_or_fail(self) -> ChangelogReplay:
         assert self.replay is not None, "the session restores before it polls"
@@ -214,6 +232,7 @@ class _Session:
             self.detector, coverage = loaded
             replay.skip_to(coverage.changelog_offset, coverage.positions)
             self._snapshot_offset = coverage.changelog_offset
+            self._snapshot_documents = len(self.detector) + self.detector.index.evicted_documents
             self.events.snapshot_current(coverage.written_at)
         replayed = replay.catch_up(self.detector)
         if len(self.detector) == 0:
@@ -314,7 +333,11 @@ class _Session:
 
     def _maybe_snapshot(self) -> None:
         store, replay = self.worker.store, self.replay_or_fail()
-        due = time.monotonic() - self._last_snapshot >= self.settings.snapshot_interval_seconds
+        new_documents = len(self.detector) + self.detector.index.evicted_documents - self._snapshot_documents
+        due = (
+            time.monotonic() - self._last_snapshot >= self.settings.snapshot_interval_seconds
+            or new_documents >= self.settings.snapshot_every_documents
+        )
         if not due or store.writing:
             return
         self._last_snapshot = time.monotonic()
@@ -322,6 +345,7 @@ class _Session:
             self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
             return
         self._snapshot_offset = replay.applied_offset
+        self._snapshot_documents = len(self.detector) + self.detector.index.evicted_documents
         coverage = SnapshotCoverage(str(self.settings.changelog_topic), replay.applied_offset, dict(replay.positions))
         store.write_in_background(self.detector, coverage, self.events.snapshot_written, self._snapshot_failed)
 

@@ -75,7 +75,8 @@ class ChangelogReplay:
         while self._consumer.position(self.partition) < end:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"changelog replay stuck at {self._consumer.position(self.partition)} < {end}")
-            applied += self._apply(detector, self._consumer.poll(timeout_ms=500, max_records=_RECORDS_PER_POLL), end)
+            # A short poll: at the very end only a commit marker may be left, which returns no record.
+            applied += self._apply(detector, self._consumer.poll(timeout_ms=100, max_records=_RECORDS_PER_POLL), end)
         return applied
 
     def apply_available(self, detector: Detector) -> int:

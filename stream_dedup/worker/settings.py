@@ -74,6 +74,9 @@ class WorkerSettings:
     )
     snapshot_dir: str = _setting("snapshots", "directory of the local index snapshots")
     snapshot_interval_seconds: float = _setting(300.0, "seconds between snapshots")
+    snapshot_every_documents: int = _setting(
+        250_000, "also snapshot after this many new documents: bounds the changelog a restart replays"
+    )
     snapshots_kept: int = _setting(2, "snapshots kept on disk (older ones are deleted)")
     shutdown_grace_seconds: float = _setting(
         30.0, "on SIGTERM: finish the batch, snapshot, leave the group within this"
@@ -122,6 +125,7 @@ class WorkerSettings:
             "transaction_timeout_seconds": self.transaction_timeout_seconds,
             "session_timeout_seconds": self.session_timeout_seconds,
             "snapshot_interval_seconds": self.snapshot_interval_seconds,
+            "snapshot_every_documents": self.snapshot_every_documents,
             "snapshots_kept": self.snapshots_kept,
             "shutdown_grace_seconds": self.shutdown_grace_seconds,
         }

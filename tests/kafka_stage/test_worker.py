@@ -139,3 +139,15 @@ def test_plain_text_values_use_the_key_as_id(stage: Stage) -> None:
     verdicts = {json.loads(r.value)["id"]: json.loads(r.value) for r in records}
     assert verdicts["first"]["verdict"] == "unique"
     assert (verdicts["second"]["verdict"], verdicts["second"]["duplicate_of"]) == ("duplicate", "first")
+
+
+def test_snapshots_follow_the_document_count_not_only_the_clock(stage: Stage) -> None:
+    corpus = make_clustered_corpus(600, seed=16)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    snapshots = stage.snapshot_root / "worker-1"
+    settings = stage.settings(batch_size=50, snapshot_every_documents=200, snapshots_kept=10)
+    with worker_thread(settings):
+        read_committed(stage.bootstrap, stage.output_topic, len(corpus), settle=1)
+        taken_while_running = sorted(snapshots.glob("snapshot-*.sds"))
+    # The clock (300 s) never fired: every snapshot while running came from the count.
+    assert len(taken_while_running) >= 2
