@@ -165,11 +165,16 @@ class _Session:
             heartbeat_interval_ms=max(100, int(s.session_timeout_seconds * 1000 / 3)),
             max_poll_records=s.batch_size,
         )
-        # Fetch the input topic's metadata before joining: a group leader that
-        # does not know the partitions yet assigns nothing, and the group then
-        # sits with no active member until the next rebalance.
-        self.consumer.partitions_for_topic(s.input_topic)
         self.consumer.subscribe([s.input_topic], listener=_Rebalance(self))
+        # Fetch the metadata after subscribing and before joining: a group leader
+        # that does not know the partitions yet assigns nothing, and the group then
+        # sits with no active member until the next rebalance. After subscribing,
+        # so that kafka-python records the input's partitions as the metadata the
+        # assignment was made with: assigning from an empty record makes it rejoin
+        # (a second rebalance, where it can lose the join) as soon as metadata
+        # arrives. topics() always asks the broker; partitions_for_topic() may
+        # answer from the cache.
+        self.consumer.topics()
         self.events.role_changed("standby", "joining the group")
         while not self.worker.stopping:
             polled = self.consumer.poll(timeout_ms=s.batch_timeout_ms, max_records=s.batch_size)
