@@ -190,14 +190,6 @@ class WorkerMetrics:
         for each in ROLES:
             self.role.labels(each).set(1 if each == role else 0)
 
-    def observe_end_to_end_latency(self, commit_time: float, timestamps_ms: npt.ArrayLike) -> None:
-        """Observe ``commit_time`` (unix seconds) minus each record's Kafka timestamp (milliseconds).
-
-        Records without a timestamp (Kafka reports -1) are left out.
-        """
-        stamps = np.asarray(timestamps_ms, dtype=np.float64)
-        observe_many(self.end_to_end_latency, commit_time - stamps[stamps >= 0] / 1000.0)
-
 
 def observe_many(histogram: Histogram, values: npt.ArrayLike) -> None:
     """Add every value to ``histogram`` at once; the same as ``histogram.observe(v)`` for each.

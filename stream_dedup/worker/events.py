@@ -23,7 +23,8 @@ class BatchReport:
         verdicts: documents by verdict (``unique``, ``duplicate``).
         dead_letters: dead letters by reason.
         seconds: from the end of the poll to the end of the commit.
-        latencies: per document, commit time minus record timestamp (seconds).
+        committed_at: when the transaction committed (unix seconds).
+        timestamps_ms: per document, the record's Kafka timestamp (-1: none).
         candidates: per document, candidate pairs verified.
         candidate_pairs, verified_pairs: totals of the batch.
         indexed_documents, index_bytes: the index after the batch.
@@ -33,7 +34,8 @@ class BatchReport:
     verdicts: Counter[str]
     dead_letters: Counter[str]
     seconds: float
-    latencies: npt.NDArray[np.float64]
+    committed_at: float
+    timestamps_ms: npt.NDArray[np.int64]
     candidates: npt.NDArray[np.int64]
     candidate_pairs: int
     verified_pairs: int
@@ -41,6 +43,12 @@ class BatchReport:
     index_bytes: int
     evicted_documents: int
     hot_bucket_skips: int
+
+    @property
+    def latencies(self) -> npt.NDArray[np.float64]:
+        """Seconds from each document's record timestamp to the commit; records without one are left out."""
+        stamps = self.timestamps_ms[self.timestamps_ms >= 0]
+        return self.committed_at - stamps / 1000.0
 
     @property
     def records(self) -> int:

@@ -237,17 +237,3 @@ def test_observe_many_refuses_a_labelled_parent() -> None:
     histogram = Histogram("h", "test", ["shard"], registry=CollectorRegistry())
     with pytest.raises(ValueError, match="labels"):
         observe_many(histogram, [1.0])
-
-
-def test_end_to_end_latency_is_commit_time_minus_record_timestamp() -> None:
-    metrics = WorkerMetrics()
-    commit_time = 1_800_000_000.0
-    # 4 ms, 30 ms, 2 s after the records; -1 is a record without a timestamp.
-    stamps_ms = np.array([commit_time * 1000 - 4, commit_time * 1000 - 30, commit_time * 1000 - 2000, -1])
-    metrics.observe_end_to_end_latency(commit_time, stamps_ms)
-    name = "stream_dedup_end_to_end_latency_seconds"
-    assert sample(metrics, f"{name}_count") == 3.0
-    assert sample(metrics, f"{name}_bucket", le="0.005") == 1.0
-    assert sample(metrics, f"{name}_bucket", le="0.05") == 2.0
-    assert sample(metrics, f"{name}_bucket", le="2.5") == 3.0
-    assert sample(metrics, f"{name}_sum") == pytest.approx(2.034)
