@@ -20,6 +20,8 @@ REASON_HEADER = "stream-dedup-reason"
 ERROR_HEADER = "stream-dedup-error"
 SOURCE_HEADERS = ("stream-dedup-source-topic", "stream-dedup-source-partition", "stream-dedup-source-offset")
 TIMESTAMP_HEADER = "stream-dedup-source-timestamp"
+#: One encoder for every verdict: ``json.dumps`` with options builds a new one per call.
+_VERDICT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 class Source(NamedTuple):
@@ -113,15 +115,8 @@ def _key_id(key: bytes | None) -> str | Refusal | None:
 
 def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
     """The JSON value of a verdict record (its key is the document id)."""
-    return json.dumps(
-        {
-            **verdict.to_dict(),
-            "source": source._asdict(),
-            "params_fingerprint": fingerprint,
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    ).encode("utf-8")
+    value = {**verdict.to_dict(), "source": source._asdict(), "params_fingerprint": fingerprint}
+    return _VERDICT_ENCODER.encode(value).encode("utf-8")
 
 
 def dead_letter_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:

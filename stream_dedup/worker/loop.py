@@ -20,7 +20,6 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
 from stream_dedup.engine.detector import Detector
-from stream_dedup.engine.snapshot import capture_snapshot
 from stream_dedup.kafka.assignor import SingleActiveAssignor
 from stream_dedup.kafka.changelog import parameters_digest
 from stream_dedup.kafka.clients import TopicSpec, ensure_topics
@@ -378,18 +377,13 @@ class _Session:
             return
         if replay.applied_offset == self._snapshot_offset:
             return
-        started = time.perf_counter()
         coverage = SnapshotCoverage(str(self.settings.changelog_topic), replay.applied_offset, dict(replay.positions))
-        try:
-            size = capture_snapshot(self.detector, coverage.to_metadata()).write(
-                store.directory / f"snapshot-{coverage.changelog_offset:012d}.sds"
-            )
-        except OSError as error:
-            self._snapshot_failed(error)
-            return
-        elapsed = time.perf_counter() - started
-        self.events.snapshot_written(elapsed, elapsed, size)
-        log.info("final snapshot at changelog offset %d (%.2f s)", coverage.changelog_offset, elapsed)
+
+        def written(seconds: float, pause: float, size: int) -> None:
+            self.events.snapshot_written(seconds, pause, size)
+            log.info("final snapshot at changelog offset %d (%.2f s)", coverage.changelog_offset, pause + seconds)
+
+        store.write(self.detector, coverage, written, self._snapshot_failed)
 
     def _leave_group(self) -> None:
         """A static member does not leave the group on close; remove it, so a standby takes over at once."""

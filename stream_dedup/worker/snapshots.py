@@ -20,7 +20,7 @@ from typing import Any
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
-from stream_dedup.engine.snapshot import capture_snapshot, load_snapshot
+from stream_dedup.engine.snapshot import SnapshotImage, capture_snapshot, load_snapshot
 from stream_dedup.errors import CorruptSnapshotError
 
 log = logging.getLogger(__name__)
@@ -110,21 +110,29 @@ class SnapshotStore:
         started = time.perf_counter()
         image = capture_snapshot(detector, coverage.to_metadata())
         pause = time.perf_counter() - started
-        path = self.directory / f"snapshot-{coverage.changelog_offset:012d}.sds"
-
-        def write() -> None:
-            began = time.perf_counter()
-            try:
-                size = image.write(path)
-                self._prune()
-            except BaseException as error:  # reported, never fatal: the changelog still has everything
-                failed(error)
-                return
-            done(time.perf_counter() - began, pause, size)
-
-        self._writer = threading.Thread(target=write, name="snapshot-writer", daemon=True)
+        self._writer = threading.Thread(
+            target=self._write, args=(image, coverage, pause, done, failed), name="snapshot-writer", daemon=True
+        )
         self._writer.start()
         return pause
+
+    def write(self, detector: Detector, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed) -> None:
+        """Capture and write on the caller's thread (at shutdown, when nothing else runs)."""
+        started = time.perf_counter()
+        image = capture_snapshot(detector, coverage.to_metadata())
+        self._write(image, coverage, time.perf_counter() - started, done, failed)
+
+    def _write(
+        self, image: SnapshotImage, coverage: SnapshotCoverage, pause: float, done: WriteDone, failed: WriteFailed
+    ) -> None:
+        began = time.perf_counter()
+        try:
+            size = image.write(self.directory / f"snapshot-{coverage.changelog_offset:012d}.sds")
+            self._prune()
+        except BaseException as error:  # reported, never fatal: the changelog still has everything
+            failed(error)
+            return
+        done(time.perf_counter() - began, pause, size)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Wait for a write in progress; return whether none is left running."""
