@@ -18,7 +18,8 @@ from stream_dedup.text.shingles import ShingleUnit, Shingling
 
 #: Version of the hashing and signature format. Bump it whenever a change makes
 #: signatures of the same text differ: snapshots of another version are refused.
-SIGNATURE_FORMAT = 1
+#: 2: one-bit verification sketches and band keys from full MinHash values.
+SIGNATURE_FORMAT = 2
 
 Verification = Literal["estimate", "exact"]
 
@@ -30,7 +31,12 @@ class DetectionConfig:
     Attributes:
         threshold: a document is a duplicate if an earlier one has estimated
             Jaccard similarity at least this (0 < t < 1; default 0.8).
-        num_perm: MinHash signature length (default 128).
+        num_perm: length of the MinHash signature the LSH bands are cut from
+            (default 128); it is never stored.
+        sketch_bits: bits of the one-bit verification sketch the index keeps
+            per document (default 1,024 = 128 bytes; a multiple of 64 and of
+            ``num_perm``, at most 4,096). Its Jaccard estimate has a standard
+            error of ``sqrt((1 - J**2) / sketch_bits)``: 0.019 at ``J = 0.8``.
         scheme: ``"oph"`` (default, one-permutation hashing) or ``"classic"``.
         seed: hash seed; signatures are comparable only under equal seeds.
         shingle_unit: ``"char"`` (default) or ``"word"``.
@@ -40,8 +46,7 @@ class DetectionConfig:
             chosen from ``threshold`` and ``num_perm`` for ``min_recall``.
         min_recall: candidate probability required at the threshold.
         verification: ``"estimate"`` (default): candidates are verified by
-            the Jaccard estimate of the 128-byte compact signatures (standard
-            error about 0.035 at 128 permutations); ``"exact"``: by exact
+            the Jaccard estimate of the one-bit sketches; ``"exact"``: by exact
             Jaccard of the documents' shingle sets, which the index then keeps
             (4 bytes per distinct shingle, ~4 KB for a 1 KB document).
         max_bucket_size: hot-bucket cap (documents per band key).
@@ -50,6 +55,7 @@ class DetectionConfig:
 
     threshold: float = 0.8
     num_perm: int = 128
+    sketch_bits: int = 1024
     scheme: Scheme = "oph"
     seed: int = 1
     shingle_unit: ShingleUnit = "char"
@@ -66,7 +72,18 @@ class DetectionConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.threshold, int | float) or not 0.0 < self.threshold < 1.0:
             raise ConfigError("threshold", f"must be strictly between 0 and 1, got {self.threshold!r}")
-        self.hasher()  # validates num_perm, scheme, seed and the shingling
+        MinHasher(num_perm=self.num_perm)  # validates num_perm
+        if (
+            not isinstance(self.sketch_bits, int)
+            or not 64 <= self.sketch_bits <= 4096
+            or self.sketch_bits % 64
+            or self.sketch_bits % self.num_perm
+        ):
+            raise ConfigError(
+                "sketch_bits",
+                f"must be a multiple of 64 and of num_perm={self.num_perm}, from 64 to 4096, got {self.sketch_bits!r}",
+            )
+        self.hasher()  # validates scheme, seed and the shingling
         if self.verification not in ("estimate", "exact"):
             raise ConfigError("verification", f"must be 'estimate' or 'exact', got {self.verification!r}")
         if (self.bands is None) != (self.rows_per_band is None):
@@ -80,9 +97,13 @@ class DetectionConfig:
         self.retention()
 
     def hasher(self) -> MinHasher:
-        """The signature maker these settings describe."""
+        """The signature maker these settings describe, with ``sketch_bits`` slots.
+
+        Its signatures give the verification sketch; the banding signature of
+        ``num_perm`` slots is derived from the same sketches (``sketch.bit_sketch.coarsen``).
+        """
         shingling = Shingling(self.shingle_unit, self.shingle_size, self.strip_punctuation)
-        return MinHasher(num_perm=self.num_perm, scheme=self.scheme, seed=self.seed, shingling=shingling)
+        return MinHasher(num_perm=self.sketch_bits, scheme=self.scheme, seed=self.seed, shingling=shingling)
 
     def banding(self) -> BandParameters:
         """The LSH banding: explicit, or chosen for ``min_recall`` at ``threshold``."""
@@ -99,6 +120,7 @@ class DetectionConfig:
         return {
             "signature_format": SIGNATURE_FORMAT,
             "num_perm": self.num_perm,
+            "sketch_bits": self.sketch_bits,
             "scheme": self.scheme,
             "seed": self.seed,
             "shingle_unit": self.shingle_unit,

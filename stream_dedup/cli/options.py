@@ -16,7 +16,18 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
         default=defaults.threshold,
         help="Jaccard threshold (default 0.8)",
     )
-    group.add_argument("--num-perm", type=int, default=defaults.num_perm, help="signature length (default 128)")
+    group.add_argument(
+        "--num-perm",
+        type=int,
+        default=defaults.num_perm,
+        help="length of the MinHash signature the bands are cut from (default 128)",
+    )
+    group.add_argument(
+        "--sketch-bits",
+        type=int,
+        default=defaults.sketch_bits,
+        help="bits of the one-bit verification sketch kept per document (default 1024 = 128 bytes)",
+    )
     group.add_argument(
         "--shingle-size",
         type=int,

@@ -1,7 +1,7 @@
 """``stream-dedup params``: the banding for a threshold, its S-curve, and its accuracy on a sample."""
 
 import argparse
-import sys
+import math
 
 import numpy as np
 
@@ -35,13 +35,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"S-curve midpoint {banding.midpoint():.3f}; candidate probability at threshold {at_threshold:.4f}")
     print(f"false positive probability (mean over J < {t}) {banding.false_positive_area(t):.4f}")
     print(f"false negative probability (mean over J >= {t}) {banding.false_negative_area(t):.5f}")
-    unused = banding.unused_slots(config.num_perm)
-    if unused:
-        print(
-            f"warning: b x r = {banding.bands * banding.rows_per_band} leaves {unused} of {config.num_perm} "
-            "signature slots unused by the bands (they still count in verification)",
-            file=sys.stderr,
-        )
+    error = math.sqrt((1.0 - t * t) / config.sketch_bits)
+    print(
+        f"verification sketch {config.sketch_bits} bits ({config.sketch_bits // 8} bytes per document): "
+        f"estimate standard error {error:.4f} at J = {t}"
+    )
     print("\n  J     P(candidate)")
     for s, p in zip(_CURVE_POINTS, banding.collision_probability(_CURVE_POINTS), strict=True):
         marker = "  <- threshold" if abs(s - t) < 0.025 else ""

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine.compact import compact, estimate_similarity
-from stream_dedup.lsh.band_keys import band_keys
+from stream_dedup.engine.detector import Detector
+from stream_dedup.sketch.bit_sketch import bit_agreements, estimate_similarity
 from stream_dedup.text import normalize_all, shingle_chunks
 
 Pairs = set[tuple[int, int]]
@@ -78,9 +78,9 @@ def similar_pairs(sets: list[npt.NDArray[np.uint64]], threshold: float) -> dict[
 
 
 def flagged_pairs(texts: Sequence[str], config: DetectionConfig) -> Pairs:
-    """Pairs the configuration reports: sharing a band and estimated similarity ``>= threshold``."""
-    signatures = compact(config.hasher().signatures(texts))
-    keys = band_keys(signatures, config.banding())
+    """Pairs the configuration reports: sharing a key and estimated similarity ``>= threshold``."""
+    signed = Detector(config).sign(texts)
+    keys = signed.keys
     flagged: Pairs = set()
     for band in range(keys.shape[1]):
         order = np.argsort(keys[:, band], kind="stable")
@@ -90,12 +90,10 @@ def flagged_pairs(texts: Sequence[str], config: DetectionConfig) -> Pairs:
             for a, i in enumerate(group.tolist()):
                 for j in group[a + 1 :].tolist():
                     flagged.add((min(i, j), max(i, j)))
-    kept: Pairs = set()
-    for i, j in flagged:
-        agreements = np.count_nonzero(signatures[i] == signatures[j])
-        if estimate_similarity(np.array([agreements]), signatures.shape[1])[0] >= config.threshold:
-            kept.add((i, j))
-    return kept
+    pairs = np.array(sorted(flagged), dtype=np.intp).reshape(-1, 2)
+    agreements = bit_agreements(signed.sketches[pairs[:, 0]], signed.sketches[pairs[:, 1]])
+    passed = estimate_similarity(agreements, config.sketch_bits) >= config.threshold
+    return {(int(i), int(j)) for i, j in pairs[passed]}
 
 
 def measure(texts: Sequence[str], config: DetectionConfig) -> PairAccuracy:

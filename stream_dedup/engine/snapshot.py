@@ -42,7 +42,8 @@ from stream_dedup.lsh.index import BandIndex
 
 MAGIC = b"SDEDUPSN"
 END_MAGIC = b"SDEDUPEN"
-FORMAT_VERSION = 1
+#: 2: one-bit sketches, key halves and sources per document instead of 8-bit signatures.
+FORMAT_VERSION = 2
 _PREFIX = struct.Struct("<8sIQ")
 _DIGEST_BYTES = 16
 _TABLE_ARRAYS = ("docs", "fingerprints", "entries")
@@ -180,7 +181,9 @@ def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], lis
 def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
     """Everything a generation holds, by name: what a snapshot stores and restores."""
     arrays = {
-        "signatures": generation.signatures.values,
+        "sketches": generation.sketches.values,
+        "key_highs": generation.key_highs.values,
+        "sources": generation.sources.values,
         "id_bytes": generation.id_bytes.values,
         "id_ends": generation.id_ends.values,
         "docs": generation.tables.docs,
@@ -199,8 +202,10 @@ def _restore_generation(
     def part(name: str) -> np.ndarray:
         return arrays[f"generation{i}.{name}"]
 
-    generation = Generation(config.num_perm, detector.banding, meta["base_seq"], detector.exact)
-    generation.signatures = Arena.of(part("signatures"))
+    generation = Generation(config.sketch_bits // 8, detector.banding.bands + 1, meta["base_seq"], detector.exact)
+    generation.sketches = Arena.of(part("sketches"))
+    generation.key_highs = Arena.of(part("key_highs"))
+    generation.sources = Arena.of(part("sources"))
     generation.id_bytes = Arena.of(part("id_bytes"))
     generation.id_ends = Arena.of(part("id_ends"))
     generation.tables.docs = part("docs")
@@ -226,8 +231,10 @@ def _verified_parts(source: Path, blob: bytes) -> tuple[dict[str, Any], memoryvi
         raise CorruptSnapshotError(f"{source} fails its checksum: the file is damaged; do not use it")
     _, version, header_length = _PREFIX.unpack_from(blob)
     if version != FORMAT_VERSION:
-        raise CorruptSnapshotError(
-            f"{source} has snapshot format {version}; this release reads format {FORMAT_VERSION}"
+        raise IncompatibleSnapshotError(
+            f"{source} has snapshot format {version}; this release reads format {FORMAT_VERSION} only, "
+            "and never guesses at another. Load it with the release that wrote it, or move it away "
+            "and start from an empty index (the Kafka stage then replays its changelog)."
         )
     header_end = _PREFIX.size + header_length
     header = json.loads(blob[_PREFIX.size : header_end].decode("utf-8"))

@@ -4,7 +4,7 @@ The index lives in memory; the changelog topic (one partition, so one order)
 makes it durable. Each batch's changelog records are written in the same
 transaction as its verdicts and input offsets, so the changelog holds exactly
 the batches whose verdicts were published. Replaying it through
-:meth:`Detector.process_signatures` rebuilds the same index: same documents,
+:meth:`Detector.process_signed` rebuilds the same index: same documents,
 same order, same batch boundaries (a batch too big for one record is split
 into parts, and the parts are put back together before replay, because
 generation boundaries fall between batches).
@@ -31,15 +31,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 import xxhash
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import ChangelogError
+from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.text.shingle_sets import ShingleSets
 
 MAGIC = b"SDCL"
-FORMAT_VERSION = 1
+#: 2: one-bit sketches, index keys and sources instead of 8-bit signatures.
+FORMAT_VERSION = 2
 _PREFIX = struct.Struct("<4sBI")
 
 #: Default upper bound of one changelog record value (Kafka's default limit is 1 MB).
@@ -56,19 +57,13 @@ class ChangelogEntry:
     """Documents one batch (or one part of a batch) inserted, in order.
 
     Attributes:
-        ids: document ids.
-        signatures: compact signatures ``(n, num_perm)``.
-        event_times: seconds, as the detector was given them.
-        shingles: the shingle sets (exact verification only).
+        documents: what the detector indexed, as it was given it.
         input_topic: the topic the batch was read from.
         positions: input partition -> next offset to read, after this batch.
         final: whether this is the batch's last part.
     """
 
-    ids: list[str]
-    signatures: npt.NDArray[np.uint8]
-    event_times: npt.NDArray[np.float64]
-    shingles: ShingleSets | None
+    documents: IndexedBatch
     input_topic: str
     positions: dict[int, int]
     final: bool = True
@@ -76,7 +71,7 @@ class ChangelogEntry:
 
 def encode_entry(entry: ChangelogEntry, digest: str, max_bytes: int = MAX_RECORD_BYTES) -> list[bytes]:
     """Record values for ``entry``: one, or several parts when it is larger than ``max_bytes``."""
-    n = len(entry.ids)
+    n = len(entry.documents.ids)
     if n <= 1:
         return [_encode_part(entry, digest)]
     row_bytes = _row_bytes(entry)
@@ -95,7 +90,11 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
         raise ChangelogError("a changelog record is not a stream-dedup changelog record (bad magic)")
     _, version, header_length = _PREFIX.unpack_from(value)
     if version != FORMAT_VERSION:
-        raise ChangelogError(f"changelog record format {version}; this release reads format {FORMAT_VERSION}")
+        raise ChangelogError(
+            f"changelog record format {version}; this release reads format {FORMAT_VERSION} only. "
+            "Replay it with the release that wrote it, or point changelog_topic at a new topic "
+            "(the index then starts empty)."
+        )
     header = json.loads(value[_PREFIX.size : _PREFIX.size + header_length])
     if header["digest"] != digest:
         raise ChangelogError(
@@ -108,11 +107,11 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     ends = id_ends.tolist()
     ids = [id_bytes[s:e].decode("utf-8") for s, e in zip([0, *ends[:-1]], ends, strict=False)]
     shingles = ShingleSets(arrays["shingle_values"], arrays["shingle_ends"]) if "shingle_values" in arrays else None
+    documents = IndexedBatch(
+        ids, SignedBatch(arrays["sketches"], arrays["keys"], shingles), arrays["event_times"], arrays["sources"]
+    )
     return ChangelogEntry(
-        ids=ids,
-        signatures=arrays["signatures"],
-        event_times=arrays["event_times"],
-        shingles=shingles,
+        documents=documents,
         input_topic=header["input_topic"],
         positions={int(p): int(o) for p, o in header["positions"].items()},
         final=header["final"],
@@ -123,12 +122,21 @@ def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
     """Put the parts of one batch back together."""
     if len(parts) == 1:
         return parts[0]
-    shingle_parts = [p.shingles for p in parts if p.shingles is not None]
+    batches = [p.documents for p in parts]
+    shingle_parts = [b.signed.shingles for b in batches if b.signed.shingles is not None]
+    signed = SignedBatch(
+        np.concatenate([b.signed.sketches for b in batches]),
+        np.concatenate([b.signed.keys for b in batches]),
+        ShingleSets.concat(shingle_parts) if shingle_parts else None,
+    )
+    documents = IndexedBatch(
+        [doc_id for b in batches for doc_id in b.ids],
+        signed,
+        np.concatenate([b.event_times for b in batches]),
+        np.concatenate([b.sources for b in batches]),
+    )
     return ChangelogEntry(
-        ids=[doc_id for p in parts for doc_id in p.ids],
-        signatures=np.concatenate([p.signatures for p in parts]),
-        event_times=np.concatenate([p.event_times for p in parts]),
-        shingles=ShingleSets.concat(shingle_parts) if shingle_parts else None,
+        documents=documents,
         input_topic=parts[-1].input_topic,
         positions=parts[-1].positions,
         final=parts[-1].final,
@@ -136,17 +144,21 @@ def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
 
 
 def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
-    encoded_ids = [doc_id.encode("utf-8") for doc_id in entry.ids]
+    documents = entry.documents
+    encoded_ids = [doc_id.encode("utf-8") for doc_id in documents.ids]
+    shingles = documents.signed.shingles
     arrays: list[tuple[str, np.ndarray]] = [
-        ("signatures", np.ascontiguousarray(entry.signatures, dtype=np.uint8)),
-        ("event_times", np.ascontiguousarray(entry.event_times, dtype="<f8")),
+        ("sketches", np.ascontiguousarray(documents.signed.sketches, dtype=np.uint8)),
+        ("keys", np.ascontiguousarray(documents.signed.keys, dtype="<u4")),
+        ("event_times", np.ascontiguousarray(documents.event_times, dtype="<f8")),
+        ("sources", np.ascontiguousarray(documents.sources, dtype="<u8")),
         ("id_bytes", np.frombuffer(b"".join(encoded_ids), dtype=np.uint8)),
         ("id_ends", np.cumsum([len(b) for b in encoded_ids], dtype="<i8")),
     ]
-    if entry.shingles is not None:
+    if shingles is not None:
         arrays += [
-            ("shingle_values", np.ascontiguousarray(entry.shingles.values, dtype="<u4")),
-            ("shingle_ends", np.ascontiguousarray(entry.shingles.ends, dtype="<i8")),
+            ("shingle_values", np.ascontiguousarray(shingles.values, dtype="<u4")),
+            ("shingle_ends", np.ascontiguousarray(shingles.ends, dtype="<i8")),
         ]
     header = json.dumps(
         {
@@ -170,19 +182,27 @@ def _read_arrays(value: bytes, offset: int, directory: list[Any]) -> Iterator[tu
 
 def _row_bytes(entry: ChangelogEntry) -> float:
     """Average encoded bytes per document."""
-    per_row = entry.signatures.shape[1] + 8 + 8 + sum(len(i) for i in entry.ids) / len(entry.ids)
-    if entry.shingles is not None:
-        per_row += (entry.shingles.values.nbytes + entry.shingles.ends.nbytes) / len(entry.ids)
+    ids, signed = entry.documents.ids, entry.documents.signed
+    per_row = signed.sketches.shape[1] + 4 * signed.keys.shape[1] + 8 + 8 + 8
+    per_row += sum(len(i) for i in ids) / len(ids)
+    if signed.shingles is not None:
+        per_row += (signed.shingles.values.nbytes + signed.shingles.ends.nbytes) / len(ids)
     return float(per_row)
 
 
 def _slice(entry: ChangelogEntry, start: int, stop: int, final: bool) -> ChangelogEntry:
-    rows = np.arange(start, stop)
+    documents = entry.documents
+    shingles = documents.signed.shingles
+    signed = SignedBatch(
+        documents.signed.sketches[start:stop],
+        documents.signed.keys[start:stop],
+        shingles.take(np.arange(start, stop)) if shingles is not None else None,
+    )
+    part = IndexedBatch(
+        documents.ids[start:stop], signed, documents.event_times[start:stop], documents.sources[start:stop]
+    )
     return ChangelogEntry(
-        ids=entry.ids[start:stop],
-        signatures=entry.signatures[start:stop],
-        event_times=entry.event_times[start:stop],
-        shingles=entry.shingles.take(rows) if entry.shingles is not None else None,
+        documents=part,
         input_topic=entry.input_topic,
         positions=entry.positions,
         final=final,

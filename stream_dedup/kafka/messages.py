@@ -2,8 +2,10 @@
 
 An input record becomes either an :class:`InputDocument` or a
 :class:`DeadLetter`; nothing is dropped. The verdict published for a document
-carries where it came from (``source``) and the fingerprint of the detection
-parameters, so a reader can tell verdicts made under different settings apart.
+carries where it came from (``source``), where its match came from
+(``match_source``, so a match is unambiguous when ids repeat and can be
+fetched) and the fingerprint of the detection parameters, so a reader can
+tell verdicts made under different settings apart.
 """
 
 import json
@@ -12,6 +14,7 @@ from typing import Any, Literal, NamedTuple
 
 from stream_dedup.engine.documents import DocumentFields, Refusal, decode_utf8, read_json_document, read_text_document
 from stream_dedup.engine.verdict import Verdict
+from stream_dedup.lsh.generation import NO_SOURCE
 
 InputFormat = Literal["json", "text"]
 
@@ -22,6 +25,9 @@ SOURCE_HEADERS = ("stream-dedup-source-topic", "stream-dedup-source-partition", 
 TIMESTAMP_HEADER = "stream-dedup-source-timestamp"
 #: One encoder for every verdict: ``json.dumps`` with options builds a new one per call.
 _VERDICT_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+#: A record's source as the index keeps it: partition in the high bits, offset in the low ones.
+_OFFSET_BITS = 48
+_PARTITION_LIMIT = 1 << (64 - _OFFSET_BITS)
 
 
 class Source(NamedTuple):
@@ -113,9 +119,29 @@ def _key_id(key: bytes | None) -> str | Refusal | None:
     return decoded
 
 
+def source_pointer(source: Source) -> int:
+    """The 64-bit pointer the index keeps for a record (``NO_SOURCE`` past 65,535 partitions or 2**48 offsets)."""
+    if source.partition >= _PARTITION_LIMIT or not 0 <= source.offset < 1 << _OFFSET_BITS:
+        return int(NO_SOURCE)
+    return (source.partition << _OFFSET_BITS) | source.offset
+
+
 def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
-    """The JSON value of a verdict record (its key is the document id)."""
-    value = {**verdict.to_dict(), "source": source._asdict(), "params_fingerprint": fingerprint}
+    """The JSON value of a verdict record (its key is the document id).
+
+    The match was read from the same input topic as the document, so its
+    source is that topic with the partition and offset the index kept.
+    """
+    match = None
+    if verdict.match_source is not None:
+        partition, offset = verdict.match_source >> _OFFSET_BITS, verdict.match_source & ((1 << _OFFSET_BITS) - 1)
+        match = {"topic": source.topic, "partition": partition, "offset": offset}
+    value = {
+        **verdict.to_dict(),
+        "match_source": match,
+        "source": source._asdict(),
+        "params_fingerprint": fingerprint,
+    }
     return _VERDICT_ENCODER.encode(value).encode("utf-8")
 
 

@@ -2,8 +2,8 @@
 
 Memory is the design constraint, so a table is two numpy arrays per band and
 no Python object per entry: ``docs`` (uint32, the document's local number
-plus one; 0 marks a free slot) and ``fingerprints`` (uint16 from the band
-key), both shaped ``(bands, buckets, 8)``. A key's home bucket holds 8 slots
+plus one; 0 marks a free slot) and ``fingerprints`` (the low 16 bits of the
+32-bit key), both shaped ``(bands, buckets, 8)``. A key's home bucket holds 8 slots
 (one cache line of ``docs``): a lookup reads the whole bucket at once and
 reports every document whose fingerprint matches, and moves on to the next
 bucket only if this one is full, which at the 75% maximum load is rare. So a
@@ -12,8 +12,9 @@ load walks ~8 slots. A rare false fingerprint match is only an extra
 candidate, which verification rejects. Tables grow by half, so a band costs
 8 to 12 bytes per document.
 
-Keys are not stored: growing asks the owner for the keys of its documents
-(recomputed from their compact signatures).
+Keys are not stored whole here: growing asks the owner for the high 16 bits
+of its documents' keys, which with the fingerprints in the table make the
+keys again. (A key's home bucket depends on all 32 bits.)
 """
 
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from stream_dedup.text.hashing import U64, Uint64Array
+from stream_dedup.text.hashing import U64
 
 BUCKET_SLOTS = 8
 _MAX_LOAD = 0.75
@@ -30,8 +31,9 @@ _GROWTH = 1.5
 _MIN_BUCKETS = 2048
 
 IntArray = npt.NDArray[np.intp]
-#: Returns the ``(documents, bands)`` band keys of every stored document.
-KeysOf = Callable[[], Uint64Array]
+KeyArray = npt.NDArray[np.uint32]
+#: Returns the ``(documents, bands)`` high 16 bits of the keys of every stored document.
+KeyHighsOf = Callable[[], npt.NDArray[np.uint16]]
 
 
 class BandTables:
@@ -39,7 +41,7 @@ class BandTables:
 
     def __init__(self, bands: int, buckets: int = _MIN_BUCKETS) -> None:
         self.docs = np.zeros((bands, buckets, BUCKET_SLOTS), dtype=np.uint32)
-        # Fingerprints are never 0, so 0 marks a free slot. Slots fill left to
+        # Keys are odd, so fingerprints are never 0 and 0 marks a free slot. Slots fill left to
         # right and are never freed: a bucket is full when its last slot is used.
         self.fingerprints = np.zeros((bands, buckets, BUCKET_SLOTS), dtype=np.uint16)
         self.entries = np.zeros(bands, dtype=np.int64)
@@ -57,7 +59,7 @@ class BandTables:
     def nbytes(self) -> int:
         return int(self.docs.nbytes + self.fingerprints.nbytes + self.entries.nbytes)
 
-    def lookup(self, bands: IntArray, keys: Uint64Array) -> tuple[IntArray, IntArray]:
+    def lookup(self, bands: IntArray, keys: KeyArray) -> tuple[IntArray, IntArray]:
         """Find stored documents under each query ``(bands[i], keys[i])``.
 
         Returns ``(query, doc)``: parallel arrays, one element per match, of
@@ -83,28 +85,28 @@ class BandTables:
             bucket[pending] = (bucket[pending] + 1) % buckets
         return np.concatenate(found_query), np.concatenate(found_doc)
 
-    def insert(self, bands: IntArray, keys: Uint64Array, docs: IntArray, keys_of: KeysOf) -> None:
+    def insert(self, bands: IntArray, keys: KeyArray, docs: IntArray, key_highs_of: KeyHighsOf) -> None:
         """Add entries ``(bands[i], keys[i]) -> docs[i]``, growing first if needed."""
         per_band = np.bincount(bands, minlength=self.entries.size)
         largest = int((self.entries + per_band).max())
         capacity = self.buckets * BUCKET_SLOTS
         if largest > _MAX_LOAD * capacity:
             needed = max(largest / _MAX_LOAD, capacity * _GROWTH)
-            self._grow(int(needed) // BUCKET_SLOTS + 1, keys_of)
+            self._grow(int(needed) // BUCKET_SLOTS + 1, key_highs_of)
         self._place(bands, keys, docs)
         self.entries += per_band
 
-    def _grow(self, buckets: int, keys_of: KeysOf) -> None:
+    def _grow(self, buckets: int, key_highs_of: KeyHighsOf) -> None:
         """Rehash every stored entry into tables of ``buckets`` buckets per band."""
         bands, at, slot = np.nonzero(self.fingerprints)
         docs = self.docs[bands, at, slot].astype(np.intp) - 1
-        keys = keys_of()[docs, bands]
+        keys = (key_highs_of()[docs, bands].astype(np.uint32) << np.uint32(16)) | self.fingerprints[bands, at, slot]
         shape = (self.docs.shape[0], buckets, BUCKET_SLOTS)
         self.docs = np.zeros(shape, dtype=np.uint32)
         self.fingerprints = np.zeros(shape, dtype=np.uint16)
         self._place(bands, keys, docs, rehash=True)
 
-    def _place(self, bands: IntArray, keys: Uint64Array, docs: IntArray, rehash: bool = False) -> None:
+    def _place(self, bands: IntArray, keys: KeyArray, docs: IntArray, rehash: bool = False) -> None:
         """Insert many entries at once.
 
         Each round, the entries aimed at one bucket take its free slots;
@@ -142,11 +144,11 @@ class BandTables:
             bucket[pending] = (bucket[pending] + 1) % buckets
 
 
-def _home_bucket(keys: Uint64Array, buckets: int) -> IntArray:
-    """Bucket in ``[0, buckets)`` from the key's high 32 bits (Lemire's fast range)."""
-    return (((keys >> U64(32)) * U64(buckets)) >> U64(32)).astype(np.intp)
+def _home_bucket(keys: KeyArray, buckets: int) -> IntArray:
+    """Bucket in ``[0, buckets)`` from the 32-bit key (Lemire's fast range)."""
+    return ((keys.astype(U64) * U64(buckets)) >> U64(32)).astype(np.intp)
 
 
-def _fingerprint(keys: Uint64Array) -> npt.NDArray[np.uint16]:
-    """Low 16 bits of the key, never 0 (0 marks a free slot)."""
-    return np.maximum(keys.astype(np.uint16), np.uint16(1))
+def _fingerprint(keys: KeyArray) -> npt.NDArray[np.uint16]:
+    """Low 16 bits of the key, never 0 for the odd keys of ``lsh.band_keys``."""
+    return keys.astype(np.uint16)

@@ -3,10 +3,11 @@
 The index is a list of generations, oldest first; only the newest takes new
 documents. Retention evicts whole generations, so forgetting old documents
 costs nothing per document and never touches the open-addressing tables
-(which cannot delete cheaply). A generation stores, per document, its 8-bit
-compact signature and its id (bytes in one arena plus end offsets), and its
-band tables (and, for exact verification, its distinct shingles); its
-documents are numbered ``0..count-1`` locally and ``base_seq + local`` globally.
+(which cannot delete cheaply). A generation stores, per document, its one-bit
+sketch, the high halves of its index keys (for growing the tables), its
+source and its id (bytes in one arena plus end offsets), and its band tables
+(and, for exact verification, its distinct shingles); its documents are
+numbered ``0..count-1`` locally and ``base_seq + local`` globally.
 """
 
 from dataclasses import dataclass
@@ -15,11 +16,30 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.lsh.arena import Arena
-from stream_dedup.lsh.band_keys import band_keys
+from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import BandTables
-from stream_dedup.lsh.params import BandParameters
-from stream_dedup.text.hashing import Uint64Array
 from stream_dedup.text.shingle_sets import ShingleSets
+
+#: ``sources`` value of a document whose record cannot be pointed at.
+NO_SOURCE = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
+
+
+@dataclass(frozen=True)
+class SignedBatch:
+    """What signing a batch of documents yields: all the index needs of their content.
+
+    Attributes:
+        sketches: packed one-bit sketches ``(n, sketch_bits / 8)`` uint8.
+        keys: index keys ``(n, bands + 1)`` uint32 (bands, then content).
+        shingles: distinct shingle sets, only when verification is exact.
+    """
+
+    sketches: npt.NDArray[np.uint8]
+    keys: KeyArray
+    shingles: ShingleSets | None = None
+
+    def __len__(self) -> int:
+        return int(self.sketches.shape[0])
 
 
 @dataclass(frozen=True)
@@ -28,69 +48,75 @@ class IndexedBatch:
 
     Attributes:
         ids: document ids.
-        signatures: compact signatures ``(n, num_perm)`` uint8.
-        keys: band keys ``(n, bands)`` uint64.
+        signed: sketches, keys and shingle sets.
         event_times: event time of each document, seconds.
-        shingles: distinct shingle sets, only when verification is exact.
+        sources: an opaque 64-bit pointer to each document's record, chosen by
+            the caller (the Kafka stage packs partition and offset, the
+            offline command the line number) and returned with a match, so
+            that a match can be fetched even when ids repeat; ``NO_SOURCE``
+            for none.
     """
 
     ids: list[str]
-    signatures: npt.NDArray[np.uint8]
-    keys: Uint64Array
+    signed: SignedBatch
     event_times: npt.NDArray[np.float64]
-    shingles: ShingleSets | None = None
+    sources: npt.NDArray[np.uint64]
 
 
 class Generation:
-    """Compact signatures, ids and band tables of a run of consecutive documents."""
+    """Sketches, keys, sources, ids and band tables of a run of consecutive documents."""
 
     def __init__(
         self,
-        num_perm: int,
-        banding: BandParameters,
+        sketch_bytes: int,
+        tables: int,
         base_seq: int,
         keep_shingles: bool = False,
         capacity: int | None = None,
     ) -> None:
-        """``capacity``, when known (retention sets it), sizes the storage up front so it never grows."""
-        self.banding = banding
+        """A generation of ``tables`` band tables (bands and the content key).
+
+        ``capacity``, when known (retention sets it), sizes the storage up front so it never grows.
+        """
         self.base_seq = base_seq
-        self.signatures = Arena((num_perm,), np.uint8, capacity or 0)
+        self.sketches = Arena((sketch_bytes,), np.uint8, capacity or 0)
+        self.key_highs = Arena((tables,), np.uint16, capacity or 0)
+        self.sources = Arena((), np.uint64, capacity or 0)
         self.id_bytes = Arena((), np.uint8)
         self.id_ends = Arena((), np.uint64, capacity or 0)
-        self.tables = BandTables.for_documents(banding.bands, capacity) if capacity else BandTables(banding.bands)
+        self.tables = BandTables.for_documents(tables, capacity) if capacity else BandTables(tables)
         self.shingles = ShingleArena() if keep_shingles else None
         self.first_event_time = float("inf")
         self.last_event_time = float("-inf")
 
     def __len__(self) -> int:
-        return len(self.signatures)
+        return len(self.sketches)
 
     @property
     def nbytes(self) -> int:
+        arenas = (self.sketches, self.key_highs, self.sources, self.id_bytes, self.id_ends)
         shingles = self.shingles.nbytes if self.shingles is not None else 0
-        return self.signatures.nbytes + self.id_bytes.nbytes + self.id_ends.nbytes + self.tables.nbytes + shingles
+        return sum(a.nbytes for a in arenas) + self.tables.nbytes + shingles
 
     def add(self, batch: IndexedBatch, admit: npt.NDArray[np.bool_]) -> None:
-        """Store documents and enter them in the bands where ``admit[row, band]`` is true."""
+        """Store documents and enter them in the tables where ``admit[row, table]`` is true."""
         first_local = len(self)
-        self.signatures.extend(batch.signatures)
+        signed = batch.signed
+        self.sketches.extend(signed.sketches)
+        self.key_highs.extend((signed.keys >> np.uint32(16)).astype(np.uint16))
+        self.sources.extend(batch.sources)
         encoded = [doc_id.encode("utf-8") for doc_id in batch.ids]
         self.id_bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
         _extend_ends(self.id_ends, np.cumsum([len(e) for e in encoded], dtype=np.uint64))
         if self.shingles is not None:
-            if batch.shingles is None:
+            if signed.shingles is None:
                 raise ValueError("this index keeps shingle sets (exact verification): the batch must carry them")
-            self.shingles.extend(batch.shingles)
-        rows, bands = np.nonzero(admit)
-        self.tables.insert(bands, batch.keys[rows, bands], rows + first_local, self.keys_of)
+            self.shingles.extend(signed.shingles)
+        rows, tables = np.nonzero(admit)
+        self.tables.insert(tables, signed.keys[rows, tables], rows + first_local, lambda: self.key_highs.values)
         if batch.event_times.size:
             self.first_event_time = min(self.first_event_time, float(batch.event_times.min()))
             self.last_event_time = max(self.last_event_time, float(batch.event_times.max()))
-
-    def keys_of(self) -> Uint64Array:
-        """Band keys of every stored document, recomputed from the compact signatures."""
-        return band_keys(self.signatures.values, self.banding)
 
     def ids_of(self, local: npt.NDArray[np.intp]) -> list[str]:
         """Ids of stored documents by local number, in the order asked."""

@@ -13,6 +13,15 @@ per generation; later ones are not entered in that band (they stay in their
 other bands and are still found through the earliest ``max_bucket_size``
 ones, which is where a tie-break to the earliest match looks anyway). Such
 skips are counted in :attr:`BandIndex.hot_bucket_skips`.
+
+**Exact copies are always found.** Besides the bands, every generation keeps
+one more table, under each document's content key (``lsh.band_keys``),
+capped like the others. An exact copy probes it with the key of its
+original: either the original was entered there, or, the cap being reached,
+the earliest ``max_bucket_size`` documents of the original's generation under
+that key were, and those are exact copies too. Either way the copy is found
+at similarity 1, in the same generation as the original, so it stays
+findable as long as the original is indexed.
 """
 
 from dataclasses import dataclass
@@ -21,10 +30,11 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
+from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import IntArray
 from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
-from stream_dedup.text.hashing import U64, Uint64Array
+from stream_dedup.text.hashing import U64
 from stream_dedup.text.shingle_sets import ShingleSets
 
 #: Generations retention keeps: eviction frees about 1/this of the index at once.
@@ -61,8 +71,8 @@ class Lookup:
     Attributes:
         rows: batch row of each candidate pair.
         seqs: global sequence number of the stored document of each pair.
-        newest_counts: ``(n, bands)`` documents found under each row's key in
-            the newest generation (what the hot-bucket cap counts).
+        newest_counts: ``(n, bands + 1)`` documents found under each row's
+            keys in the newest generation (what the hot-bucket cap counts).
     """
 
     rows: IntArray
@@ -71,11 +81,11 @@ class Lookup:
 
 
 class BandIndex:
-    """Banded LSH index over generations of compact signatures."""
+    """Banded LSH index over generations of one-bit sketches."""
 
     def __init__(
         self,
-        num_perm: int,
+        sketch_bits: int,
         banding: BandParameters,
         max_bucket_size: int = 64,
         retention: Retention = Retention(),
@@ -83,7 +93,7 @@ class BandIndex:
     ) -> None:
         if max_bucket_size < 1:
             raise ConfigError("max_bucket_size", f"must be at least 1, got {max_bucket_size}")
-        self.num_perm = num_perm
+        self.sketch_bytes = sketch_bits // 8
         self.banding = banding
         self.max_bucket_size = max_bucket_size
         self.retention = retention
@@ -107,8 +117,8 @@ class BandIndex:
         """Bytes held by the index's arrays."""
         return sum(g.nbytes for g in self.generations)
 
-    def lookup(self, keys: Uint64Array) -> Lookup:
-        """Stored documents sharing at least one band key with each row of ``keys`` ``(n, bands)``."""
+    def lookup(self, keys: KeyArray) -> Lookup:
+        """Stored documents sharing at least one key with each row of ``keys`` ``(n, bands + 1)``."""
         n, bands = keys.shape
         query_band = np.tile(np.arange(bands), n)
         flat_keys = keys.ravel()
@@ -123,11 +133,18 @@ class BandIndex:
                 newest_counts = np.bincount(query, minlength=n * bands)
         return Lookup(np.concatenate(rows), np.concatenate(seqs), newest_counts.reshape(n, bands))
 
-    def signatures_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
-        """Compact signatures of stored documents by sequence number."""
-        out = np.empty((seqs.size, self.num_perm), dtype=np.uint8)
+    def sketches_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
+        """One-bit sketches of stored documents by sequence number."""
+        out = np.empty((seqs.size, self.sketch_bytes), dtype=np.uint8)
         for generation, positions, local in self._locate(seqs):
-            out[positions] = generation.signatures.values[local]
+            out[positions] = generation.sketches.values[local]
+        return out
+
+    def sources_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+        """Sources (as given to :meth:`add`) of stored documents by sequence number."""
+        out = np.empty(seqs.size, dtype=np.uint64)
+        for generation, positions, local in self._locate(seqs):
+            out[positions] = generation.sources.values[local]
         return out
 
     def shingle_sets_of(self, seqs: npt.NDArray[np.int64]) -> ShingleSets:
@@ -139,7 +156,7 @@ class BandIndex:
             parts.append(generation.shingles.sets().take(local))
             positions.append(inside)
         if not parts:
-            return ShingleSets(np.empty(0, np.uint32), np.empty(0, np.int64))
+            return ShingleSets.empty()
         return ShingleSets.concat(parts).take(np.argsort(np.concatenate(positions)))
 
     def ids_of(self, seqs: npt.NDArray[np.int64]) -> list[str]:
@@ -153,9 +170,9 @@ class BandIndex:
     def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
-        ``earlier_counts[row, band]`` is how many documents already sit under
+        ``earlier_counts[row, table]`` is how many documents already sit under
         that key in the newest generation plus how many earlier rows of the
-        batch share it: a row is entered in a band only below the cap.
+        batch share it: a row is entered in a table only below the cap.
         """
         admit = earlier_counts < self.max_bucket_size
         self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
@@ -191,7 +208,9 @@ class BandIndex:
         return None if limit is None else -(-limit // GENERATIONS_PER_RETENTION)
 
     def _new_generation(self, base_seq: int) -> Generation:
-        return Generation(self.num_perm, self.banding, base_seq, self.keep_shingles, self._generation_capacity)
+        return Generation(
+            self.sketch_bytes, self.banding.bands + 1, base_seq, self.keep_shingles, self._generation_capacity
+        )
 
     def _locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[Generation, IntArray, IntArray]]:
         """Split sequence numbers by generation: ``(generation, positions in seqs, local numbers)``."""
@@ -203,7 +222,7 @@ class BandIndex:
         return parts
 
 
-def pairs_within_batch(keys: Uint64Array, max_bucket_size: int) -> tuple[IntArray, IntArray, npt.NDArray[np.int64]]:
+def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, IntArray, npt.NDArray[np.int64]]:
     """Candidate pairs among the rows of one batch, and each row's rank under its keys.
 
     Returns ``(rows, earlier_rows, ranks)``: row ``rows[i]`` shares a band key

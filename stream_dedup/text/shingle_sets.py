@@ -35,6 +35,11 @@ class ShingleSets:
         return np.diff(self.ends, prepend=0)
 
     @classmethod
+    def empty(cls) -> "ShingleSets":
+        """No sets at all."""
+        return cls(np.empty(0, np.uint32), np.empty(0, np.int64))
+
+    @classmethod
     def of_chunk(cls, chunk: ShingleChunk) -> "ShingleSets":
         """The distinct shingles of every document of ``chunk``, in the chunk's row order."""
         high = np.sort((chunk.hashes >> U64(32)).astype(np.uint32), axis=1)

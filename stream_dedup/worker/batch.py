@@ -25,8 +25,10 @@ from stream_dedup.kafka.messages import (
     InputReading,
     dead_letter_headers,
     read_record,
+    source_pointer,
     verdict_value,
 )
+from stream_dedup.lsh.generation import IndexedBatch
 from stream_dedup.worker.events import BatchReport
 
 log = logging.getLogger(__name__)
@@ -83,13 +85,14 @@ def publish_batch(
     candidates_before, verified_before = detector.stats.candidates, detector.stats.verified
     producer.begin_transaction()
     verdict_counts: Counter[str] = Counter()
-    event_times = np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64)
-    signatures = np.empty((0, detector.config.num_perm), dtype=np.uint8)
-    shingles = None
+    indexed = IndexedBatch(
+        [d.id for d in documents],
+        detector.sign([d.text for d in documents], normalized=True),
+        np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64),
+        np.array([source_pointer(d.source) for d in documents], dtype=np.uint64),
+    )
     if documents:
-        ids = [d.id for d in documents]
-        signatures, shingles = detector.sign([d.text for d in documents], normalized=True)
-        verdicts = detector.process_signatures(ids, signatures, event_times, shingles)
+        verdicts = detector.process_signed(indexed)
         fingerprint = detector.config.fingerprint()
         for verdict, document in zip(verdicts, documents, strict=True):
             producer.send(
@@ -110,7 +113,7 @@ def publish_batch(
         )
     # Every batch writes a changelog record, even one of only dead letters:
     # it carries the input positions a restore resumes from.
-    entry = ChangelogEntry([d.id for d in documents], signatures, event_times, shingles, input_topic, after)
+    entry = ChangelogEntry(indexed, input_topic, after)
     changelog_sends = [
         producer.send(destinations.changelog_topic, value=value, partition=0) for value in encode_entry(entry, digest)
     ]

@@ -106,9 +106,9 @@ class ChangelogReplay:
                 continue
             batch = merge_parts(self._pending)
             self._pending.clear()
-            if batch.ids:
-                detector.process_signatures(batch.ids, batch.signatures, batch.event_times, batch.shingles)
-            applied += len(batch.ids)
+            if batch.documents.ids:
+                detector.process_signed(batch.documents)
+            applied += len(batch.documents.ids)
             self.applied_offset = record.offset + 1
             self.positions.update(batch.positions)
         if applied:

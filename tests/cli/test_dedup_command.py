@@ -19,12 +19,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.cli import dedup_command
-from stream_dedup.cli.dedup_command import verdict_line
+from stream_dedup.cli.dedup_command import verdict_line, verdict_record
 from stream_dedup.cli.main import main
 from stream_dedup.engine import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VERDICT_FIELDS = ["id", "verdict", "duplicate_of", "similarity"]
+VERDICT_FIELDS = ["format_version", "id", "verdict", "duplicate_of", "similarity", "source", "match_source"]
+CORE_FIELDS = ("id", "verdict", "duplicate_of", "similarity")
 
 
 def _words(seed: int, count: int) -> list[str]:
@@ -60,9 +61,15 @@ def run_cli(*args: str, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedPr
     )
 
 
-def verdicts(raw: bytes | str) -> list[dict[str, Any]]:
+def verdict_records(raw: bytes | str) -> list[dict[str, Any]]:
+    """Every verdict line, whole."""
     lines = raw.decode() if isinstance(raw, bytes) else raw
     return [json.loads(line) for line in lines.splitlines()]
+
+
+def verdicts(raw: bytes | str) -> list[dict[str, Any]]:
+    """Every verdict line's id, verdict, match and similarity (the sources are checked on their own)."""
+    return [{k: v for k, v in record.items() if k in CORE_FIELDS} for record in verdict_records(raw)]
 
 
 def rejects(path: Path) -> list[dict[str, Any]]:
@@ -80,9 +87,20 @@ def test_one_verdict_line_per_record_in_input_order_with_exactly_the_verdict_fie
 
     assert result.returncode == 0, result.stderr
     assert result.stdout == b""
-    lines = verdicts((tmp_path / "out.jsonl").read_bytes())
+    lines = verdict_records((tmp_path / "out.jsonl").read_bytes())
     assert [list(v) for v in lines] == [VERDICT_FIELDS] * len(ids)
-    assert lines == [{"id": d, "verdict": "unique", "duplicate_of": None, "similarity": None} for d in ids]
+    assert lines == [
+        {
+            "format_version": 2,
+            "id": d,
+            "verdict": "unique",
+            "duplicate_of": None,
+            "similarity": None,
+            "source": {"line": i + 1},
+            "match_source": None,
+        }
+        for i, d in enumerate(ids)
+    ]
 
 
 def test_near_copy_later_in_the_file_is_duplicate_of_the_earlier_record(tmp_path: Path) -> None:
@@ -127,6 +145,32 @@ def test_exact_copies_of_one_text_all_point_to_the_earliest(tmp_path: Path) -> N
             "similarity": 1.0,
         }
     assert all(by_id[f"filler-{i}"]["verdict"] == "unique" for i in range(6))
+
+
+def test_a_match_names_the_line_it_came_from_even_when_ids_repeat(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl(
+            {"id": "a", "text": text(1)},
+            {"id": "a", "text": text(2)},
+            {"id": "b", "text": text(3)},
+            {"id": "c", "text": text(2)},
+        )
+        + b"not json\n"
+        + jsonl({"id": "d", "text": text(1)})
+    )
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    records = verdict_records((tmp_path / "out.jsonl").read_bytes())
+    assert [(r["id"], r["source"], r["duplicate_of"], r["match_source"]) for r in records] == [
+        ("a", {"line": 1}, None, None),
+        ("a", {"line": 2}, None, None),
+        ("b", {"line": 3}, None, None),
+        ("c", {"line": 4}, "a", {"line": 2}),
+        ("d", {"line": 6}, "a", {"line": 1}),
+    ]
+    assert {r["format_version"] for r in records} == {2}
 
 
 def test_integer_ids_are_accepted_and_written_as_strings(tmp_path: Path) -> None:
@@ -417,10 +461,17 @@ def test_shingle_unit_decides_what_counts_as_a_near_copy(
     doc_id=st.text(min_size=1),
     match=st.one_of(st.none(), st.text(min_size=1)),
     similarity=st.floats(0, 1),
+    line=st.integers(1, 2**40),
+    match_line=st.integers(1, 2**40),
 )
-def test_verdict_lines_are_exactly_what_json_dumps_writes(doc_id: str, match: str | None, similarity: float) -> None:
-    verdict = Verdict(doc_id, "unique") if match is None else Verdict(doc_id, "duplicate", match, round(similarity, 4))
-    assert verdict_line(verdict) == json.dumps(verdict.to_dict(), ensure_ascii=False) + "\n"
+def test_verdict_lines_are_exactly_what_json_dumps_writes(
+    doc_id: str, match: str | None, similarity: float, line: int, match_line: int
+) -> None:
+    if match is None:
+        verdict = Verdict(doc_id, "unique")
+    else:
+        verdict = Verdict(doc_id, "duplicate", match, round(similarity, 4), match_line)
+    assert verdict_line(verdict, line) == json.dumps(verdict_record(verdict, line), ensure_ascii=False) + "\n"
 
 
 def test_every_detection_setting_has_a_flag_that_reaches_the_config() -> None:

@@ -35,12 +35,12 @@ def candidate_probability(similarity: float, bands: int, rows: int) -> float:
     return 1.0 - (1.0 - similarity**rows) ** bands
 
 
-def test_threshold_0_8_with_128_slots_chooses_21_bands_of_6_rows(capsys: pytest.CaptureFixture[str]) -> None:
+def test_threshold_0_8_with_128_slots_chooses_16_bands_of_6_rows(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = params(capsys, "--threshold", "0.8", "--num-perm", "128")
 
     assert code == 0
     assert "threshold 0.8, num_perm 128, scheme oph" in out.splitlines()
-    assert "bands (b) 21, rows per band (r) 6" in out.splitlines()
+    assert "bands (b) 16, rows per band (r) 6" in out.splitlines()
 
 
 def test_prints_the_s_curve_from_0_1_to_1_with_the_threshold_marked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -49,7 +49,7 @@ def test_prints_the_s_curve_from_0_1_to_1_with_the_threshold_marked(capsys: pyte
     curve = s_curve(out)
     assert [s for s, _, _ in curve] == [round(0.1 + 0.05 * i, 2) for i in range(19)]
     for similarity, probability, _ in curve:
-        assert probability == pytest.approx(candidate_probability(similarity, 21, 6), abs=5e-7)
+        assert probability == pytest.approx(candidate_probability(similarity, 16, 6), abs=5e-7)
     assert [s for s, _, marked in curve if marked] == [0.8]
     probabilities = [p for _, p, _ in curve]
     assert probabilities == sorted(probabilities)
@@ -62,23 +62,26 @@ def test_prints_false_positive_and_false_negative_probabilities(capsys: pytest.C
     negative = re.search(r"^false negative probability \(mean over J >= 0\.8\) (\d\.\d{5})$", out, re.M)
     assert positive and negative, out
     # Means of the S-curve below the threshold, and of its complement above it.
-    below = [candidate_probability(0.8 * i / 4000, 21, 6) for i in range(4001)]
-    above = [1 - candidate_probability(0.8 + 0.2 * i / 4000, 21, 6) for i in range(4001)]
+    below = [candidate_probability(0.8 * i / 4000, 16, 6) for i in range(4001)]
+    above = [1 - candidate_probability(0.8 + 0.2 * i / 4000, 16, 6) for i in range(4001)]
     assert float(positive[1]) == pytest.approx(sum(below) / len(below), abs=2e-4)
     assert float(negative[1]) == pytest.approx(sum(above) / len(above), abs=2e-5)
-    assert "candidate probability at threshold 0.9983" in out
+    assert "candidate probability at threshold 0.9923" in out
 
 
-def test_warns_on_standard_error_that_2_signature_slots_are_unused(capsys: pytest.CaptureFixture[str]) -> None:
-    _, out, err = params(capsys, "--threshold", "0.8", "--num-perm", "128")
+@pytest.mark.parametrize("sketch_bits, error", [("1024", "0.0187"), ("4096", "0.0094")])
+def test_prints_the_verification_sketch_size_and_its_standard_error_at_the_threshold(
+    capsys: pytest.CaptureFixture[str], sketch_bits: str, error: str
+) -> None:
+    _, out, err = params(capsys, "--threshold", "0.8", "--sketch-bits", sketch_bits)
 
-    assert err == (
-        "warning: b x r = 126 leaves 2 of 128 signature slots unused by the bands (they still count in verification)\n"
-    )
-    assert "warning" not in out
+    assert err == ""
+    bytes_per_document = int(sketch_bits) // 8
+    line = f"verification sketch {sketch_bits} bits ({bytes_per_document} bytes per document): "
+    assert f"{line}estimate standard error {error} at J = 0.8" in out.splitlines()
 
 
-def test_explicit_16_bands_of_8_rows_use_every_slot_and_do_not_warn(capsys: pytest.CaptureFixture[str]) -> None:
+def test_explicit_16_bands_of_8_rows_are_used_as_given(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = params(capsys, "--threshold", "0.8", "--num-perm", "128", "--bands", "16", "--rows-per-band", "8")
 
     assert code == 0

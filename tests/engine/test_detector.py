@@ -4,6 +4,7 @@ import pytest
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
 from stream_dedup.errors import ConfigError, InputError
+from stream_dedup.lsh import IndexedBatch, SignedBatch
 from stream_dedup.text import Shingling, normalize, shingle_set
 from tests.corpus import make_corpus
 
@@ -69,8 +70,19 @@ def test_exact_verification_reports_the_exact_similarity_and_keeps_batch_indepen
 
 def test_exact_verification_needs_the_shingle_sets() -> None:
     detector = Detector(DetectionConfig(verification="exact"))
+    signed = Detector(DetectionConfig()).sign(["some text"])
     with pytest.raises(ValueError, match="shingle sets"):
-        detector.process_signatures(["a"], np.zeros((1, 128), dtype=np.uint8), np.zeros(1))
+        detector.process_signed(IndexedBatch(["a"], signed, np.zeros(1), np.zeros(1, dtype=np.uint64)))
+
+
+def test_sketches_and_keys_are_stable_across_releases() -> None:
+    # Golden values of what indexes, snapshots and changelogs store: a failure
+    # means they would be silently incomparable. Bump SIGNATURE_FORMAT and
+    # the snapshot and changelog formats rather than editing these.
+    signed = Detector(DetectionConfig()).sign(["golden signature text"])
+    assert signed.sketches[0, :8].tolist() == [69, 43, 246, 180, 162, 57, 221, 251]
+    assert signed.keys[0, :3].tolist() == [528532095, 1587813193, 2054133269]
+    assert int(signed.keys[0, -1]) == 1918522905
 
 
 def test_exact_copies_point_to_the_earliest_and_are_indexed_too() -> None:
@@ -113,11 +125,17 @@ def test_an_empty_batch_is_a_no_op() -> None:
 
 
 def test_memory_per_document_stays_within_budget() -> None:
-    detector = Detector(DetectionConfig(bands=16, rows_per_band=8))
+    detector = Detector(DetectionConfig())
     rng = np.random.default_rng(0)
+    tables = detector.banding.bands + 1
     for start in range(0, 200_000, 20_000):
         ids = [f"doc-{i}" for i in range(start, start + 20_000)]
-        detector.process_signatures(ids, rng.integers(0, 256, (20_000, 128), dtype=np.uint8), np.zeros(20_000))
+        signed = SignedBatch(
+            rng.integers(0, 256, (20_000, 128), dtype=np.uint8),
+            rng.integers(0, 2**32, (20_000, tables), dtype=np.uint32) | np.uint32(1),
+        )
+        sources = np.arange(start, start + 20_000, dtype=np.uint64)
+        detector.process_signed(IndexedBatch(ids, signed, np.zeros(20_000), sources))
     assert detector.memory_bytes() / len(detector) <= 400
 
 

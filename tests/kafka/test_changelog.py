@@ -9,32 +9,34 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, encode_entry, merge_parts, parameters_digest
+from stream_dedup.lsh import IndexedBatch
 from tests.corpus import make_corpus
 
 DIGEST = parameters_digest(DetectionConfig())
 
 
 def entry_of(texts: list[str], config: DetectionConfig | None = None) -> ChangelogEntry:
-    signatures, shingles = Detector(config or DetectionConfig()).sign(texts)
-    return ChangelogEntry(
-        ids=[f"id-{i}-é" for i in range(len(texts))],
-        signatures=signatures,
-        event_times=np.arange(len(texts), dtype=np.float64) + 0.5,
-        shingles=shingles,
-        input_topic="documents",
-        positions={0: 17, 2: 5},
+    documents = IndexedBatch(
+        [f"id-{i}-é" for i in range(len(texts))],
+        Detector(config or DetectionConfig()).sign(texts),
+        np.arange(len(texts), dtype=np.float64) + 0.5,
+        np.arange(len(texts), dtype=np.uint64) * np.uint64(7919) + np.uint64(2**60),
     )
+    return ChangelogEntry(documents, input_topic="documents", positions={0: 17, 2: 5})
 
 
 def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
-    assert left.ids == right.ids
-    assert np.array_equal(left.signatures, right.signatures)
-    assert np.array_equal(left.event_times, right.event_times)
+    ours, theirs = left.documents, right.documents
+    assert ours.ids == theirs.ids
+    assert np.array_equal(ours.signed.sketches, theirs.signed.sketches)
+    assert np.array_equal(ours.signed.keys, theirs.signed.keys)
+    assert np.array_equal(ours.event_times, theirs.event_times)
+    assert np.array_equal(ours.sources, theirs.sources)
     assert (left.input_topic, left.positions, left.final) == (right.input_topic, right.positions, right.final)
-    assert (left.shingles is None) == (right.shingles is None)
-    if left.shingles is not None and right.shingles is not None:
-        assert np.array_equal(left.shingles.values, right.shingles.values)
-        assert np.array_equal(left.shingles.ends, right.shingles.ends)
+    assert (ours.signed.shingles is None) == (theirs.signed.shingles is None)
+    if ours.signed.shingles is not None and theirs.signed.shingles is not None:
+        assert np.array_equal(ours.signed.shingles.values, theirs.signed.shingles.values)
+        assert np.array_equal(ours.signed.shingles.ends, theirs.signed.shingles.ends)
 
 
 @pytest.mark.parametrize("verification", ["estimate", "exact"])
@@ -57,10 +59,17 @@ def test_a_big_batch_splits_into_parts_that_merge_back(documents: int, max_bytes
 
 
 def test_a_batch_of_only_dead_letters_still_records_its_positions() -> None:
-    empty = ChangelogEntry([], np.empty((0, 128), np.uint8), np.empty(0), None, "documents", {1: 99})
-    (value,) = encode_entry(empty, DIGEST)
+    nothing = IndexedBatch([], Detector(DetectionConfig()).sign([]), np.empty(0), np.empty(0, np.uint64))
+    (value,) = encode_entry(ChangelogEntry(nothing, "documents", {1: 99}), DIGEST)
     decoded = decode_entry(value, DIGEST)
-    assert (decoded.ids, decoded.positions) == ([], {1: 99})
+    assert (decoded.documents.ids, decoded.positions) == ([], {1: 99})
+
+
+def test_a_record_of_an_older_format_is_refused_naming_the_formats() -> None:
+    (value,) = encode_entry(entry_of(["some text here"]), DIGEST)
+    older = value[:4] + bytes([1]) + value[5:]
+    with pytest.raises(ChangelogError, match="changelog record format 1; this release reads format 2"):
+        decode_entry(older, DIGEST)
 
 
 def test_records_made_with_other_signature_parameters_are_refused() -> None:

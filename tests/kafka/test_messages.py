@@ -3,15 +3,21 @@
 import json
 from typing import Any, NamedTuple
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.messages import (
     DeadLetter,
     InputDocument,
     InputReading,
+    Source,
     dead_letter_headers,
     read_record,
+    source_pointer,
     verdict_value,
 )
+from stream_dedup.lsh import NO_SOURCE
 
 
 class Record(NamedTuple):
@@ -83,12 +89,27 @@ def test_dead_letter_headers_keep_the_original_ones_and_add_reason_and_source() 
 def test_verdict_value_names_the_source_and_the_parameters() -> None:
     document = read(b'{"id": "b", "text": "t"}')
     assert isinstance(document, InputDocument)
-    value = json.loads(verdict_value(Verdict("b", "duplicate", "a", 0.91), document.source, "abcd"))
+    matched = source_pointer(Source("documents", 1, 2**40 + 3, 0))
+    value = json.loads(verdict_value(Verdict("b", "duplicate", "a", 0.91, matched), document.source, "abcd"))
     assert value == {
+        "format_version": 2,
         "id": "b",
         "verdict": "duplicate",
         "duplicate_of": "a",
         "similarity": 0.91,
+        "match_source": {"topic": "documents", "partition": 1, "offset": 2**40 + 3},
         "source": {"topic": "documents", "partition": 2, "offset": 41, "timestamp": 1_700_000_000_000},
         "params_fingerprint": "abcd",
     }
+
+
+@settings(max_examples=200)
+@given(partition=st.integers(0, 2**31 - 1), offset=st.integers(0, 2**63 - 1))
+def test_a_match_source_comes_back_as_given_or_not_at_all(partition: int, offset: int) -> None:
+    pointer = source_pointer(Source("documents", partition, offset, 0))
+    if partition < 2**16 and offset < 2**48:
+        verdict = Verdict("b", "duplicate", "a", 1.0, pointer)
+        value = json.loads(verdict_value(verdict, Source("documents", 0, 0, 0), ""))
+        assert value["match_source"] == {"topic": "documents", "partition": partition, "offset": offset}
+    else:
+        assert pointer == NO_SOURCE  # the engine reports no match source for it

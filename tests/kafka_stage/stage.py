@@ -173,6 +173,10 @@ def document_messages(corpus: Sequence[tuple[str, int]], partitions: int) -> lis
     ]
 
 
+#: The verdict fields an in-process run predicts (the sources are Kafka's).
+VERDICT_CORE = ("id", "verdict", "duplicate_of", "similarity")
+
+
 def expected_verdicts(
     corpus: Sequence[tuple[str, int]], config: DetectionConfig | None = None
 ) -> dict[str, dict[str, Any]]:
@@ -184,7 +188,7 @@ def expected_verdicts(
     detector = Detector(config or DetectionConfig())
     ids = [f"doc-{i}" for i in range(len(corpus))]
     verdicts = detector.process(ids, [text for text, _ in corpus], event_times=[0.0] * len(corpus))
-    return {v.id: v.to_dict() for v in verdicts}
+    return {v.id: {k: v.to_dict()[k] for k in VERDICT_CORE} for v in verdicts}
 
 
 def read_committed(bootstrap: str, topic: str, count: int, timeout: float = 120.0, settle: float = 2.0) -> list[Any]:
@@ -219,11 +223,21 @@ def check_exactly_once(verdicts: list[dict[str, object]], expected: dict[str, di
     by_source = verdicts_by_source(verdicts)
     duplicated = {source: vs for source, vs in by_source.items() if len(vs) > 1}
     assert not duplicated, f"{len(duplicated)} records got more than one verdict, e.g. {next(iter(duplicated.items()))}"
-    published = {str(v["id"]): {k: v[k] for k in ("id", "verdict", "duplicate_of", "similarity")} for v in verdicts}
+    published = {str(v["id"]): {k: v[k] for k in VERDICT_CORE} for v in verdicts}
     missing = expected.keys() - published.keys()
     assert not missing, f"{len(missing)} documents got no verdict, e.g. {sorted(missing)[:5]}"
     wrong = {i: (published[i], expected[i]) for i in expected if published[i] != expected[i]}
     assert not wrong, f"{len(wrong)} verdicts differ from an uninterrupted run, e.g. {next(iter(wrong.items()))}"
+    check_match_sources(verdicts)
+
+
+def check_match_sources(verdicts: list[dict[str, object]]) -> None:
+    """Every duplicate's ``match_source`` is where its match was read (ids are unique here)."""
+    where = {v["id"]: {k: v["source"][k] for k in ("topic", "partition", "offset")} for v in verdicts}
+    pointed = {v["id"]: (v["match_source"], where[v["duplicate_of"]]) for v in verdicts if v["duplicate_of"]}
+    wrong = {i: pair for i, pair in pointed.items() if pair[0] != pair[1]}
+    assert pointed and not wrong, f"{len(wrong)} match sources are wrong, e.g. {next(iter(wrong.items()), None)}"
+    assert {v["format_version"] for v in verdicts} == {2}
 
 
 def verdicts_by_source(verdicts: list[dict[str, object]]) -> dict[tuple[object, object], list[object]]:

@@ -2,52 +2,72 @@ import itertools
 
 import numpy as np
 
-from stream_dedup.lsh import BandIndex, BandParameters, Retention, band_keys, pairs_within_batch
+from stream_dedup.lsh import BandIndex, BandParameters, IndexedBatch, Retention, SignedBatch, pairs_within_batch
+from stream_dedup.lsh.band_keys import index_keys
 from stream_dedup.lsh.band_table import BandTables
-from stream_dedup.lsh.generation import IndexedBatch
+from stream_dedup.sketch import one_bit_sketches
 
 BANDING = BandParameters(bands=4, rows_per_band=2)
+SKETCH_BITS = 64
 
 
 def random_signatures(n: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 256, (n, 8), dtype=np.uint8)
+    return np.random.default_rng(seed).integers(0, 2**32, (n, 8), dtype=np.uint32)
+
+
+def keys_of(signatures: np.ndarray) -> np.ndarray:
+    """Band keys and content key of banding signatures (the sketch: their bits, eight times over)."""
+    return index_keys(signatures, one_bit_sketches(np.tile(signatures, 8)), BANDING)
 
 
 def add(index: BandIndex, signatures: np.ndarray, times: np.ndarray | None = None) -> None:
-    keys = band_keys(signatures, BANDING)
+    sketches = one_bit_sketches(np.tile(signatures, 8))
+    keys = keys_of(signatures)
     lookup = index.lookup(keys)
     _, _, ranks = pairs_within_batch(keys, index.max_bucket_size)
     first = index.next_seq
     ids = [f"d{first + i}" for i in range(len(signatures))]
-    batch = IndexedBatch(ids, signatures, keys, np.zeros(len(ids)) if times is None else times)
+    times = np.zeros(len(ids)) if times is None else times
+    batch = IndexedBatch(ids, SignedBatch(sketches, keys), times, np.arange(first, first + len(ids), dtype=np.uint64))
     index.add(batch, lookup.newest_counts + ranks)
 
 
-def test_lookup_finds_exactly_the_documents_sharing_a_band() -> None:
-    stored = random_signatures(3000, seed=1)
-    index = BandIndex(8, BANDING)
+def test_lookup_finds_exactly_the_documents_sharing_a_key() -> None:
+    rng = np.random.default_rng(1)
+    stored = rng.integers(0, 12, (3000, 8), dtype=np.uint32)  # few values: many shared bands, none hot
+    index = BandIndex(SKETCH_BITS, BANDING)
     for start in range(0, 3000, 500):
         add(index, stored[start : start + 500])
     queries = stored[::7].copy()
-    queries[:, :2] = 0  # break band 0 of every query
-    lookup = index.lookup(band_keys(queries, BANDING))
+    queries[:, :2] = 99  # break band 0 of every query
+    lookup = index.lookup(keys_of(queries))
     found = set(zip(lookup.rows.tolist(), lookup.seqs.tolist(), strict=True))
-    keys_q, keys_s = band_keys(queries, BANDING), band_keys(stored, BANDING)
+    keys_q, keys_s = keys_of(queries), keys_of(stored)
     expected = {(q, s) for q in range(len(queries)) for s in range(len(stored)) if (keys_q[q] == keys_s[s]).any()}
+    assert len(expected) > 1000
     assert found == expected
+
+
+def test_sources_come_back_by_sequence_number() -> None:
+    index = BandIndex(SKETCH_BITS, BANDING, retention=Retention(max_documents=1000))
+    for start in range(0, 3000, 100):
+        add(index, random_signatures(100, seed=start))
+    kept = np.arange(index.evicted_documents, index.next_seq, 37, dtype=np.int64)
+    assert index.sources_of(kept).tolist() == kept.tolist()
+    assert index.ids_of(kept) == [f"d{s}" for s in kept.tolist()]
 
 
 def test_tables_keep_every_entry_when_they_grow() -> None:
     tables = BandTables(bands=2, buckets=2)
-    keys = np.random.default_rng(3).integers(0, 2**64, (5000, 2), dtype=np.uint64)
+    keys = np.random.default_rng(3).integers(0, 2**32, (5000, 2), dtype=np.uint32) | np.uint32(1)
     for start in range(0, 5000, 1000):
         docs = np.arange(start, start + 1000)
-        stored = keys[: start + 1000]
+        highs = (keys[: start + 1000] >> np.uint32(16)).astype(np.uint16)
         tables.insert(
             np.tile([0, 1], 1000),
             keys[start : start + 1000].ravel(),
             np.repeat(docs, 2),
-            lambda stored=stored: stored,
+            lambda highs=highs: highs,
         )
     query, doc = tables.lookup(np.tile([0, 1], 5000), keys.ravel())
     assert tables.buckets > 2
@@ -70,19 +90,20 @@ def test_pairs_within_batch_match_brute_force_and_respect_the_cap() -> None:
 
 
 def test_hot_bucket_is_capped_and_counted() -> None:
-    index = BandIndex(8, BANDING, max_bucket_size=5)
-    same = np.zeros((50, 8), dtype=np.uint8)
+    index = BandIndex(SKETCH_BITS, BANDING, max_bucket_size=5)
+    same = np.zeros((50, 8), dtype=np.uint32)
     add(index, same[:30])
     add(index, same[30:])
-    lookup = index.lookup(band_keys(same[:1], BANDING))
+    lookup = index.lookup(keys_of(same[:1]))
+    tables = BANDING.bands + 1  # and the content key's
     assert len(index) == 50
-    assert lookup.seqs.size == 5 * BANDING.bands  # only the first five, in every band
+    assert lookup.seqs.size == 5 * tables  # only the first five, under every key
     assert set(lookup.seqs.tolist()) == set(range(5))
-    assert index.hot_bucket_skips == 45 * BANDING.bands
+    assert index.hot_bucket_skips == 45 * tables
 
 
 def test_retention_by_count_evicts_whole_generations_oldest_first() -> None:
-    index = BandIndex(8, BANDING, retention=Retention(max_documents=1000))
+    index = BandIndex(SKETCH_BITS, BANDING, retention=Retention(max_documents=1000))
     for start in range(0, 5000, 100):
         add(index, random_signatures(100, seed=start))
     assert 1000 <= len(index) <= 1250
@@ -91,7 +112,7 @@ def test_retention_by_count_evicts_whole_generations_oldest_first() -> None:
 
 
 def test_retention_by_age_forgets_documents_older_than_the_limit() -> None:
-    index = BandIndex(8, BANDING, retention=Retention(max_age_seconds=100.0))
+    index = BandIndex(SKETCH_BITS, BANDING, retention=Retention(max_age_seconds=100.0))
     for minute in range(20):
         add(index, random_signatures(50, seed=minute), times=np.full(50, minute * 60.0))
     oldest_kept = index.generations[0].first_event_time
@@ -100,7 +121,7 @@ def test_retention_by_age_forgets_documents_older_than_the_limit() -> None:
 
 
 def test_retention_sizes_each_generation_up_front_so_tables_never_grow() -> None:
-    index = BandIndex(8, BANDING, retention=Retention(max_documents=20_000))
+    index = BandIndex(SKETCH_BITS, BANDING, retention=Retention(max_documents=20_000))
     sizes = set()
     for start in range(0, 4500, 500):  # a generation holds 20,000 / 4 = 5,000
         add(index, random_signatures(500, seed=start))

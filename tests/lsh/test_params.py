@@ -8,9 +8,9 @@ from stream_dedup.lsh import BandParameters, choose_bands
 def test_threshold_08_with_128_permutations_keeps_recall_where_datasketch_loses_it() -> None:
     ours = choose_bands(0.8, 128)
     datasketch = BandParameters(bands=9, rows_per_band=13)
-    assert (ours.bands, ours.rows_per_band) == (21, 6)
+    assert (ours.bands, ours.rows_per_band) == (16, 6)
     similarities = np.linspace(0.8, 1.0, 201)
-    assert ours.collision_probability(similarities).mean() > 0.999
+    assert ours.collision_probability(similarities).mean() > 0.998
     assert datasketch.collision_probability(similarities).mean() < 0.9
 
 
@@ -22,11 +22,8 @@ def test_chosen_banding_reaches_the_recall_target_with_the_steepest_curve(thresh
     assert chosen.bands * chosen.rows_per_band <= num_perm
     steeper = BandParameters(num_perm // (chosen.rows_per_band + 1), chosen.rows_per_band + 1)
     assert steeper.collision_probability(threshold) < 0.99
-
-
-def test_unused_slots_are_reported() -> None:
-    assert BandParameters(21, 6).unused_slots(128) == 2
-    assert BandParameters(16, 8).unused_slots(128) == 0
+    fewer = BandParameters(chosen.bands - 1, chosen.rows_per_band)
+    assert chosen.bands == 1 or fewer.collision_probability(threshold) < 0.99
 
 
 def test_s_curve_matches_its_formula() -> None:

@@ -1,0 +1,66 @@
+"""One-bit verification sketches: the index's estimate of Jaccard similarity.
+
+The index keeps, per document, one bit of each of ``sketch_bits`` MinHash
+values (b-bit minwise hashing with ``b = 1``, Li and König 2010). Two
+documents agree on a bit when their MinHash values agree (probability ``J``)
+or, otherwise, by chance (probability ``1/2``), so the agreement rate is
+``p = (1 + J) / 2`` and ``J = 2p - 1``. At high similarity one bit is the
+most accurate use of a byte: the standard error is
+``sqrt((1 - J**2) / K)`` for ``K`` bits, 0.019 at ``J = 0.8`` with 1,024
+bits (128 bytes), against 0.035 for 128 slots of 8 bits in the same bytes.
+
+**Independence of chance agreements.** The theory needs the chance
+agreements of different slots to be independent. A short document's
+densified slots repeat the same few MinHash values, so keeping a fixed bit of
+each value would make two unrelated short documents agree everywhere or
+nowhere (a 1-in-2**b event per distinct value, not per slot). Each bit is
+therefore drawn from a hash of the value *and the slot number*: equal values
+give equal bits, different values give independent coin flips in every slot.
+"""
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.sketch.minhash import SignatureArray
+from stream_dedup.text.hashing import U64, fmix64, splitmix64
+
+#: Seed of the per-slot salt of the bit extraction: part of the index format, never change it.
+_SLOT_SALT_SEED = 0xB17_5A17
+#: Chance that two different MinHash values give the same bit.
+_CHANCE_AGREEMENT = 0.5
+
+BitSketchArray = npt.NDArray[np.uint8]
+
+
+def one_bit_sketches(signatures: SignatureArray) -> BitSketchArray:
+    """Packed one-bit sketches of ``(n, K)`` signatures: ``(n, K / 8)`` uint8 (``K`` a multiple of 8)."""
+    salted = signatures.astype(U64) ^ splitmix64(_SLOT_SALT_SEED, signatures.shape[1])[None, :]
+    bits = (fmix64(salted) & U64(1)).astype(np.uint8)
+    return np.packbits(bits, axis=1)
+
+
+def bit_agreements(left: BitSketchArray, right: BitSketchArray) -> npt.NDArray[np.int64]:
+    """Number of agreeing bits of each row pair of two ``(n, K / 8)`` sketch arrays."""
+    differing = np.bitwise_count(np.bitwise_xor(left, right)).sum(axis=1, dtype=np.int64)
+    agreeing: npt.NDArray[np.int64] = left.shape[1] * 8 - differing
+    return agreeing
+
+
+def estimate_similarity(agreements: npt.NDArray[np.int64], sketch_bits: int) -> npt.NDArray[np.float64]:
+    """Jaccard estimate from the number of agreeing bits, in ``[0, 1]``."""
+    rate = agreements / sketch_bits
+    return np.clip((rate - _CHANCE_AGREEMENT) / (1.0 - _CHANCE_AGREEMENT), 0.0, 1.0)
+
+
+def coarsen(sketches: npt.NDArray[np.uint64], slots: int) -> npt.NDArray[np.uint64]:
+    """Un-finalised OPH sketches with ``slots`` bins from ones with a multiple of that many.
+
+    A bin of ``K`` is the range of hashes whose ``bin = hi * K >> 32``, so bin
+    ``j`` of ``K / m`` is exactly bins ``j*m .. j*m + m - 1`` of ``K``, and its
+    minimum is theirs: one sort per document gives both the verification
+    sketch and the banding signature. (For the classic scheme the minimum of
+    ``m`` independent MinHash values is itself a MinHash value.)
+    """
+    rows, width = sketches.shape
+    coarsened: npt.NDArray[np.uint64] = sketches.reshape(rows, slots, width // slots).min(axis=2)
+    return coarsened
