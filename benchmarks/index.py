@@ -1,8 +1,10 @@
-"""Index throughput and memory at 1M documents, 16 bands of 8 rows, 128 permutations.
+"""Index throughput and memory at 1M documents, the default banding (t=0.8: 16 bands of 6 rows).
 
-stream_dedup: a ``Detector`` is filled with 1M documents of random signatures
-(unrelated documents: the common case of a stream, nothing to verify), then the next
-100k are probed and inserted through ``Detector.process_signatures`` in batches of
+stream_dedup: a ``Detector`` with the default settings (128-byte one-bit sketches,
+16 band tables and the content-key table, a source per document) is filled with 1M
+documents of random sketches and keys (unrelated documents: the common case of a
+stream, nothing to verify), then the next
+100k are probed and inserted through ``Detector.process_signed`` in batches of
 1,000 (a Kafka poll's worth). Text-to-signature time is excluded: ``signatures.py``
 measures it. Memory per document is read two ways at 1M: ``Detector.memory_bytes()``
 and the growth of the process's resident set while filling.
@@ -42,7 +44,7 @@ from rensa import RMinHash, RMinHashLSH
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
-from stream_dedup.engine.compact import compact
+from stream_dedup.lsh import IndexedBatch, SignedBatch
 
 NUM_PERM, BANDS, ROWS = 128, 16, 8
 FILL_BATCH, PROBE_BATCH = 10_000, 1_000
@@ -66,32 +68,35 @@ def ids(start: int, n: int) -> list[str]:
     return [f"d{i:09d}" for i in range(start, start + n)]
 
 
+def random_batch(rng: np.random.Generator, config: DetectionConfig, start: int, n: int) -> IndexedBatch:
+    """``n`` unrelated documents as the index receives them: random sketches and (odd) keys."""
+    tables = config.banding().bands + 1
+    signed = SignedBatch(
+        rng.integers(0, 256, (n, config.sketch_bits // 8), dtype=np.uint8),
+        rng.integers(0, 2**32, (n, tables), dtype=np.uint32) | np.uint32(1),
+    )
+    return IndexedBatch(ids(start, n), signed, np.zeros(n), np.arange(start, start + n, dtype=np.uint64))
+
+
 def stream_dedup_run(fill: int, probe: int) -> tuple[float, float, float, float, float]:
     """(fill docs/s, probe+insert docs/s, memory_bytes()/doc, RSS/doc, slowest fill batch s)."""
     rng = np.random.default_rng(1)
-    config = DetectionConfig(threshold=0.8, num_perm=NUM_PERM, bands=BANDS, rows_per_band=ROWS)
+    config = DetectionConfig(threshold=0.8, num_perm=NUM_PERM)
     rss_before = rss_bytes()
     detector = Detector(config)
     slowest = 0.0  # a batch that triggers a table growth rehashes everything: a stall
     with stopwatch() as t_fill:
         for start in range(0, fill, FILL_BATCH):
-            sigs = compact(random_signatures(rng, FILL_BATCH))
+            batch = random_batch(rng, config, start, FILL_BATCH)
             with stopwatch() as t_batch:
-                detector.process_signatures(ids(start, FILL_BATCH), sigs, np.zeros(FILL_BATCH))
+                detector.process_signed(batch)
             slowest = max(slowest, t_batch[0])
     rss_per_doc = (rss_bytes() - rss_before) / len(detector)
     index_per_doc = detector.memory_bytes() / len(detector)
-    batches = [
-        (
-            ids(fill + start, PROBE_BATCH),
-            compact(random_signatures(rng, PROBE_BATCH)),
-            np.zeros(PROBE_BATCH),
-        )
-        for start in range(0, probe, PROBE_BATCH)
-    ]
+    batches = [random_batch(rng, config, fill + start, PROBE_BATCH) for start in range(0, probe, PROBE_BATCH)]
     with stopwatch() as t_probe:
         for batch in batches:
-            detector.process_signatures(*batch)
+            detector.process_signed(batch)
     return fill / t_fill[0], probe / t_probe[0], index_per_doc, rss_per_doc, slowest
 
 
@@ -187,7 +192,8 @@ def main() -> None:
         ),
     ]
     print_table(
-        f"index: {BANDS} bands x {ROWS} rows, {NUM_PERM} perms, random signatures, probe batches of {PROBE_BATCH:,}",
+        f"index: stream_dedup defaults at t=0.8 (16 bands x 6 rows + content key, 1,024-bit sketches); "
+        f"anchors {BANDS} bands x {ROWS} rows, {NUM_PERM} perms; random signatures, probe batches of {PROBE_BATCH:,}",
         rows,
         [
             f"stream_dedup fill (batches of {FILL_BATCH:,}, 0 -> {fill:,}): "
