@@ -1,4 +1,4 @@
-"""One-permutation hashing (OPH) with optimal densification.
+"""One-permutation hashing (OPH) with densification by shared random offsets.
 
 Classic MinHash hashes every shingle ``num_perm`` times. OPH (Li, Owen and
 Zhang, 2012) hashes it once: the 64-bit hash range is cut into ``num_perm``
@@ -7,17 +7,29 @@ is then a MinHash of the shingles that land there, and two documents agree on
 a bin with probability equal to their Jaccard similarity, for a cost of one
 sort per document instead of ``num_perm`` passes.
 
-A bin no shingle landed in is empty. Optimal densification (Shrivastava,
-ICML 2017) fills it with the value of the first non-empty bin along a
-pseudo-random probe sequence that depends only on the bin number and the
-seed, so that two documents borrow consistently and the estimate keeps
-MinHash's variance. Here each bin's probe sequence is a random permutation
-of all bins, so "the first non-empty bin along bin i's sequence" is also
-"the non-empty bin of lowest rank in bin i's permutation", and the fill has
-two exact implementations: walking the sequence, cheap when most bins are
-full (a few steps), and taking the lowest rank among the non-empty bins,
-cheap when few are (a short document in a wide sketch, where walking would
-take about ``num_bins`` steps per empty bin). Each row takes the cheaper.
+A bin no shingle landed in is empty, and is filled with the value of the
+first non-empty bin along a probe sequence that depends only on the bin
+number and the seed (Shrivastava and Li's densification; Shrivastava, ICML
+2017, makes the sequences random for MinHash's variance). Two documents then
+borrow consistently: they agree on a filled bin exactly when the first bin of
+its sequence that is non-empty in either document holds a shingle both
+share, which happens with probability ``J``, so the estimate stays unbiased.
+
+Here bin ``i`` probes ``i + offsets[0]``, ``i + offsets[1]``, ... (mod the
+number of bins), where ``offsets`` is one random permutation of ``1 ..
+num_bins - 1`` shared by all bins. Two bins never probe the same bin on the
+same attempt, which keeps their fills as independent as random sequences do
+(measured: the one-bit estimate's error is slightly *lower* than with a
+random permutation per bin), and the fill has three exact, cheap forms:
+
+* a whole-row pass per attempt (shift the non-empty mask by the attempt's
+  offset), for the first attempts of rows with many non-empty bins;
+* walking the few bins still empty after those passes, one attempt a round;
+* for rows with few non-empty bins (short documents in a wide sketch, where
+  walking would take about ``num_bins`` attempts per bin): the non-empty bin
+  of lowest rank, the rank of bin ``j`` for bin ``i`` being the attempt on
+  which ``i`` probes it, ``inverse[(j - i) mod num_bins]``.
+
 Densification happens only when a signature is finalised: until then
 sketches merge by element-wise minimum.
 """
@@ -34,9 +46,8 @@ from stream_dedup.text.shingles import ShingleChunk
 #: Marks a bin (or a classic MinHash slot) that has seen no shingle yet.
 EMPTY = MAX_U64
 
-#: Most probe-sequence attempts tried per vectorised round of densification
-#: (rounds start with 2 and double: the first attempts usually succeed).
-_PROBE_BLOCK = 32
+#: Attempts made as whole-row passes before walking the bins still empty one by one.
+_ROW_PASSES = 6
 #: Rows per round of the lowest-rank fill, which holds (empty bins x non-empty bins) ranks.
 _RANK_ROWS = 256
 
@@ -63,90 +74,99 @@ def oph_sketch(chunk: ShingleChunk, num_bins: int) -> Uint64Array:
 
 
 def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
-    """Return a copy of ``sketch`` with every empty bin filled by optimal densification.
+    """Return a copy of ``sketch`` with every empty bin filled from its first non-empty probe.
 
     Every row must have at least one non-empty bin (every document has at
-    least one shingle). Rows with fewer than ``sqrt(num_bins)`` non-empty
-    bins take the lowest-rank fill, the others walk their probe sequences;
-    both give the same result.
+    least one shingle). Rows with fewer than ``sqrt(num_bins)`` non-empty bins
+    take the lowest-rank fill, the others row passes then walking; all give
+    the same result: for each empty bin, the attempt on which it finds its
+    source, from which one gather fills the whole sketch.
     """
     empty = sketch == EMPTY
-    filled = sketch.copy()
     if not empty.any():
-        return filled
-    num_bins = sketch.shape[1]
+        return sketch.copy()
+    rows, num_bins = sketch.shape
+    offsets, inverse = probe_offsets(num_bins, seed)
+    attempts = np.zeros((rows, num_bins), dtype=np.int16)
     full_bins = num_bins - np.count_nonzero(empty, axis=1)
     sparse = full_bins < math.isqrt(num_bins)
-    _fill_by_rank(filled, empty, np.flatnonzero(sparse), seed)
-    _fill_by_walking(filled, empty, np.flatnonzero(~sparse), seed)
+    _attempts_by_rank(attempts, empty, np.flatnonzero(sparse), inverse)
+    _attempts_by_probing(attempts, empty, np.flatnonzero(~sparse), offsets)
+    # The source of bin i is bin i + offsets[attempt] (mod num_bins), read from the row written
+    # twice over so that no modulo is needed; full bins keep their own value.
+    flat = offsets[attempts]
+    flat *= empty
+    flat += np.arange(0, 2 * rows * num_bins, 2 * num_bins)[:, None]
+    flat += np.arange(num_bins)
+    filled: Uint64Array = np.take(np.concatenate((sketch, sketch), axis=1).reshape(-1), flat)
     return filled
 
 
-def _fill_by_walking(filled: Uint64Array, empty: npt.NDArray[np.bool_], rows: IntArray, seed: int) -> None:
-    """Fill the empty bins of ``rows`` from the first non-empty bin of each one's probe sequence.
+def _attempts_by_probing(attempts: IntArray, empty: npt.NDArray[np.bool_], rows: IntArray, offsets: IntArray) -> None:
+    """Attempts of the empty bins of ``rows``: ``_ROW_PASSES`` whole-row passes, then one bin at a time."""
+    if rows.size == 0:
+        return
+    num_bins = empty.shape[1]
+    every_row = rows.size == empty.shape[0]
+    full = ~empty if every_row else ~empty[rows]
+    pending = empty.copy() if every_row else empty[rows]
+    counted = attempts if every_row else np.zeros(pending.shape, dtype=attempts.dtype)
+    probed = np.empty_like(pending)
+    attempt = 0
+    while attempt < min(_ROW_PASSES, num_bins - 1) and pending.any():
+        # probed[:, i] = full[:, i + offset]: the bins this attempt looks at, for every bin at once.
+        offset = int(offsets[attempt])
+        probed[:, : num_bins - offset] = empty[rows, offset:] if not every_row else empty[:, offset:]
+        probed[:, num_bins - offset :] = empty[rows, :offset] if not every_row else empty[:, :offset]
+        pending &= probed  # still pending: the probed bin is empty too
+        counted += pending  # a bin found on attempt a was still pending after a passes
+        attempt += 1
+    at_row, at_bin = np.nonzero(pending)
+    while at_row.size:
+        hit = full[at_row, (at_bin + offsets[attempt]) % num_bins]
+        counted[at_row[hit], at_bin[hit]] = attempt
+        at_row, at_bin = at_row[~hit], at_bin[~hit]
+        attempt += 1
+    if not every_row:
+        attempts[rows] = counted
 
-    All rows are processed together; each round tries the next attempts (2,
-    then 4, ... up to ``_PROBE_BLOCK``) of every still-empty bin.
-    """
-    row_of, bins = np.nonzero(empty[rows])
-    row_of = rows[row_of]
-    orders, _ = probe_orders(filled.shape[1], seed)
-    pending = np.arange(row_of.size)
-    attempt, block = 0, 2  # most empty bins borrow on the first try or two
-    while pending.size:
-        probes = orders[bins[pending], attempt : attempt + block].astype(np.intp)
-        usable = ~empty[row_of[pending][:, None], probes]
-        found = usable.any(axis=1)
-        choice = usable.argmax(axis=1)
-        done = pending[found]
-        filled[row_of[done], bins[done]] = filled[row_of[done], probes[found, choice[found]]]
-        pending = pending[~found]
-        attempt += block
-        block = min(2 * block, _PROBE_BLOCK)
 
+def _attempts_by_rank(attempts: IntArray, empty: npt.NDArray[np.bool_], rows: IntArray, inverse: IntArray) -> None:
+    """Attempts of the empty bins of ``rows``: the lowest rank among their non-empty bins.
 
-def _fill_by_rank(filled: Uint64Array, empty: npt.NDArray[np.bool_], rows: IntArray, seed: int) -> None:
-    """Fill the empty bins of ``rows`` from their non-empty bin of lowest rank in each one's probe order.
-
-    A row's non-empty bins are padded to a common width with a sentinel bin
-    whose rank is above every real one.
+    A row's non-empty bins are padded to a common width by repeating its
+    first one, which changes no minimum.
     """
     if rows.size == 0:
         return
-    num_bins = filled.shape[1]
-    _, ranks = probe_orders(num_bins, seed)
+    num_bins = empty.shape[1]
     full = ~empty[rows]
-    width = int(full.sum(axis=1).max())
-    candidates = np.full((rows.size, width), num_bins, dtype=np.intp)  # the sentinel column
     row_of, column = np.nonzero(full)
-    slot = np.arange(row_of.size) - np.searchsorted(row_of, row_of)
-    candidates[row_of, slot] = column
+    counts = np.bincount(row_of, minlength=rows.size)
+    starts = np.cumsum(counts) - counts
+    candidates = np.repeat(column[starts][:, None], int(counts.max()), axis=1)
+    candidates[row_of, np.arange(row_of.size) - starts[row_of]] = column
     for start in range(0, rows.size, _RANK_ROWS):
         part = slice(start, start + _RANK_ROWS)
         local, bins = np.nonzero(~full[part])
-        options = candidates[part][local]  # (empty bins, width)
-        best = options[np.arange(local.size), ranks[bins[:, None], options].argmin(axis=1)]
-        target = rows[part][local]
-        filled[target, bins] = filled[target, best]
+        ranks = inverse[(candidates[part][local] - bins[:, None]) % num_bins]
+        attempts[rows[part][local], bins] = ranks.min(axis=1)
 
 
 @functools.cache
-def probe_orders(num_bins: int, seed: int) -> tuple[npt.NDArray[np.int16], npt.NDArray[np.int16]]:
-    """Every bin's probe sequence (a random permutation of all bins) and its inverse, the ranks.
+def probe_offsets(num_bins: int, seed: int) -> tuple[IntArray, IntArray]:
+    """The offsets every bin probes in turn (a random permutation of ``1 .. num_bins - 1``), and their ranks.
 
-    ``orders[i, a]`` is the bin bin ``i`` looks at on attempt ``a``;
-    ``ranks[i, j]`` is the attempt on which bin ``i`` looks at bin ``j``, with
-    one extra column ``ranks[i, num_bins]`` above all (a padding sentinel).
-    Derived from ``seed`` alone; built once per process (4 MiB at 1,024 bins).
+    ``inverse[d]`` is the attempt on which a bin probes the bin ``d`` after
+    it (``inverse[0]``, itself, is above all). Derived from ``seed`` alone.
     """
-    bin_key = splitmix64(seed ^ 0x5EED_DE45, 1)[0]
-    pairs = (np.arange(num_bins, dtype=U64)[:, None] << U64(32)) | np.arange(num_bins, dtype=U64)[None, :]
-    orders = np.argsort(fmix64(pairs ^ bin_key), axis=1).astype(np.int16)
-    ranks = np.full((num_bins, num_bins + 1), num_bins, dtype=np.int16)
-    np.put_along_axis(ranks, orders.astype(np.intp), np.arange(num_bins, dtype=np.int16)[None, :], axis=1)
-    orders.flags.writeable = False
-    ranks.flags.writeable = False
-    return orders, ranks
+    key = splitmix64(seed ^ 0x5EED_DE45, 1)[0]
+    offsets = 1 + np.argsort(fmix64(np.arange(1, num_bins, dtype=U64) ^ key))
+    inverse = np.full(num_bins, num_bins, dtype=np.intp)
+    inverse[offsets] = np.arange(num_bins - 1)
+    offsets.flags.writeable = False
+    inverse.flags.writeable = False
+    return offsets, inverse
 
 
 def _bin_of(hashes: Uint64Array, num_bins: int) -> npt.NDArray[np.uint64]:

@@ -27,19 +27,25 @@ def test_verdicts_do_not_depend_on_batch_boundaries() -> None:
 
 
 def test_agrees_with_brute_force_exact_jaccard_in_stream_order() -> None:
-    texts = make_corpus(600, seed=9)
     shingling = Shingling("char", 10)
     config = DetectionConfig(threshold=0.8, shingle_size=10)
-    sets = [shingle_set(normalize(t), shingling) for t in texts]
-    truth = [any(len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= 0.8 for j in range(i)) for i in range(len(texts))]
-    found = [v == "duplicate" for v, _ in run(Detector(config), texts, batch=100)]
-    true_positive = sum(f and t for f, t in zip(found, truth, strict=True))
-    assert sum(truth) > 50
-    # This corpus is built to put many pairs right at the threshold, where a
-    # 128-slot estimate (standard error ~0.035) must err both ways; real text
-    # has far fewer such pairs (see benchmarks/accuracy.py for the real bar).
-    assert true_positive / sum(found) >= 0.85
-    assert true_positive / sum(truth) >= 0.95
+    true_positives = flagged = duplicates = 0
+    for seed in range(1, 9):
+        texts = make_corpus(600, seed=seed)
+        sets = [shingle_set(normalize(t), shingling) for t in texts]
+        truth = [
+            any(len(sets[i] & sets[j]) / len(sets[i] | sets[j]) >= 0.8 for j in range(i)) for i in range(len(texts))
+        ]
+        found = [v == "duplicate" for v, _ in run(Detector(config), texts, batch=100)]
+        true_positives += sum(f and t for f, t in zip(found, truth, strict=True))
+        flagged += sum(found)
+        duplicates += sum(truth)
+    assert duplicates > 400
+    # This corpus is built to put many pairs right at the threshold, where the
+    # 1,024-bit estimate (standard error ~0.019 at J=0.8) must err both ways;
+    # benchmarks/accuracy.py measures real streams.
+    assert true_positives / flagged >= 0.95
+    assert true_positives / duplicates >= 0.95
 
 
 def test_exact_verification_agrees_with_brute_force_in_stream_order() -> None:
@@ -80,9 +86,9 @@ def test_sketches_and_keys_are_stable_across_releases() -> None:
     # means they would be silently incomparable. Bump SIGNATURE_FORMAT and
     # the snapshot and changelog formats rather than editing these.
     signed = Detector(DetectionConfig()).sign(["golden signature text"])
-    assert signed.sketches[0, :8].tolist() == [69, 43, 246, 180, 162, 57, 221, 251]
-    assert signed.keys[0, :3].tolist() == [528532095, 1587813193, 2054133269]
-    assert int(signed.keys[0, -1]) == 1918522905
+    assert signed.sketches[0, :8].tolist() == [44, 154, 110, 25, 136, 140, 65, 38]
+    assert signed.keys[0, :3].tolist() == [1268424663, 337362443, 239237043]
+    assert int(signed.keys[0, -1]) == 1551179385
 
 
 def test_exact_copies_point_to_the_earliest_and_are_indexed_too() -> None:
