@@ -267,6 +267,81 @@ def planted_stream(
     return stream
 
 
+def editions_stream(texts: int, editions: int = 7, seed: int = 13) -> list[Document]:
+    """``texts`` real paragraphs, each published in ``editions`` successive editions.
+
+    Edition ``e + 1`` of a text is a realistic edit (``near_duplicate``) of edition
+    ``e``; the stream holds every text's first edition, then every second edition, and
+    so on, as a corpus that is republished with corrections does. Each document's
+    nearest earlier relative is usually its previous edition, at a Jaccard spread over
+    the whole range, so the stream is dense near any threshold.
+    """
+    rng = random.Random(seed)
+    pool = real_paragraphs()
+    rng.shuffle(pool)
+    current = pool[:texts]
+    stream = [Document(f"e0-{i:06d}", text) for i, text in enumerate(current)]
+    for edition in range(1, editions):
+        current = [near_duplicate(text, rng)[0] for text in current]
+        stream += [
+            Document(f"e{edition}-{i:06d}", text, f"e{edition - 1}-{i:06d}") for i, text in enumerate(current)
+        ]
+    return stream
+
+
+def real_titles() -> list[str]:
+    """Distinct short lines (3-80 characters) of the same real text: headings, items, one-liners."""
+    real_paragraphs()  # the same sources, and the same error when they are missing
+    files = sorted(_PYTHON_DOCS.rglob("*.txt")) + sorted(_PERL_DOCS.glob("*.pod"))
+    files += [p for p in sorted(_FORTUNES.iterdir()) if p.is_file() and not p.is_symlink() and not p.suffix]
+    seen: dict[str, None] = {}
+    for path in files:
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            title = " ".join(line.replace("=head1", "").replace("=head2", "").replace("=item", "").split())
+            if 3 <= len(title) <= 80 and sum(c.isalpha() or c == " " for c in title) >= 0.8 * len(title):
+                seen.setdefault(title)
+    return list(seen)
+
+
+def title_stream(docs: int, seed: int = 17) -> list[Document]:
+    """Titles, names and one-liners, half of them at most 10 characters; 30% re-posted with an edit.
+
+    The edits are what re-posting does to a title: another case, other spacing, a typo,
+    an appended word, a cut-off end, or none.
+    """
+    rng = random.Random(seed)
+    titles = real_titles()
+    words = sorted({w for t in titles for w in t.split() if 2 <= len(w) <= 10 and w.isalpha()})
+    stream: list[Document] = []
+    for i in range(docs):
+        doc_id = f"t{i:07d}"
+        if stream and rng.random() < 0.3:
+            origin = rng.choice(stream)
+            stream.append(Document(doc_id, _retitled(origin.text, rng, words), origin.id))
+        elif rng.random() < 0.5:
+            stream.append(Document(doc_id, rng.choice(words) if rng.random() < 0.6 else rng.choice(titles)[:10]))
+        else:
+            stream.append(Document(doc_id, rng.choice(titles)))
+    return stream
+
+
+def _retitled(text: str, rng: random.Random, words: Sequence[str]) -> str:
+    edit = rng.randrange(6)
+    if edit == 0:
+        return text.upper() if rng.random() < 0.5 else text.title()
+    if edit == 1:
+        return "  " + text.replace(" ", "  ") + " "
+    if edit == 2:
+        at = rng.randrange(len(text))
+        return text[:at] + rng.choice("aeiouxz") + text[at + 1 :]
+    if edit == 3:
+        return f"{text} {rng.choice(words)}"
+    if edit == 4:
+        kept = text.strip()
+        return kept[: max(1, len(kept) - rng.randint(1, 6))]
+    return text
+
+
 def kilobyte_documents(docs: int, seed: int = 11, size: int = 1024) -> list[str]:
     """``docs`` distinct documents of exactly ``size`` characters of real prose.
 

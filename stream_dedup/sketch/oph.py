@@ -52,6 +52,8 @@ _ROW_PASSES = 6
 _RANK_ROWS = 256
 
 IntArray = npt.NDArray[np.intp]
+#: The attempt on which each bin finds its source (below num_bins <= 4,096).
+AttemptArray = npt.NDArray[np.int16]
 
 
 def oph_sketch(chunk: ShingleChunk, num_bins: int) -> Uint64Array:
@@ -102,7 +104,7 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     return filled
 
 
-def _attempts_by_probing(attempts: IntArray, empty: npt.NDArray[np.bool_], rows: IntArray, offsets: IntArray) -> None:
+def _attempts_by_probing(attempts: AttemptArray, empty: npt.NDArray[np.bool_], rows: IntArray, offsets: IntArray) -> None:
     """Attempts of the empty bins of ``rows``: ``_ROW_PASSES`` whole-row passes, then one bin at a time."""
     if rows.size == 0:
         return
@@ -131,7 +133,7 @@ def _attempts_by_probing(attempts: IntArray, empty: npt.NDArray[np.bool_], rows:
         attempts[rows] = counted
 
 
-def _attempts_by_rank(attempts: IntArray, empty: npt.NDArray[np.bool_], rows: IntArray, inverse: IntArray) -> None:
+def _attempts_by_rank(attempts: AttemptArray, empty: npt.NDArray[np.bool_], rows: IntArray, inverse: IntArray) -> None:
     """Attempts of the empty bins of ``rows``: the lowest rank among their non-empty bins.
 
     A row's non-empty bins are padded to a common width by repeating its
