@@ -66,7 +66,7 @@ from kafka_stage import (
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.snapshot import load_snapshot
-from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry, parameters_digest
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.worker.snapshots import SnapshotCoverage, SnapshotStore
 
 BATCH = 1_000
@@ -139,7 +139,7 @@ def build(bootstrap: str, name: str, documents: int, snapshot_root: Path) -> Bui
     """Write the changelog of ``documents`` documents, then index them and snapshot at 90% and at the end."""
     started = time.perf_counter()
     config = DetectionConfig()
-    digest = parameters_digest(config)
+    digest = config.signature_fingerprint()
     input_topic, changelog_topic = f"{name}.input", f"{name}.changelog"
     create_topics(bootstrap, {input_topic: PARTITIONS})
     create_topics(bootstrap, {changelog_topic: 1}, CHANGELOG_CONFIGS)

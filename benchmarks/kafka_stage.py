@@ -84,7 +84,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.assignor import SingleActiveAssignor
-from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry, parameters_digest
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.messages import Source, verdict_value
 from stream_dedup.worker import loop
 from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
@@ -459,7 +459,7 @@ def relay_payloads(input_topic: str, config: DetectionConfig) -> tuple[bytes, in
         input_topic,
         {p: 33_334 for p in range(PARTITIONS)},
     )
-    changelog = sum(len(value) for value in encode_entry(entry, parameters_digest(config)))
+    changelog = sum(len(value) for value in encode_entry(entry, config.signature_fingerprint()))
     return verdict, -(-changelog // BATCH)
 
 

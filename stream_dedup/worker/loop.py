@@ -21,7 +21,6 @@ from kafka.errors import KafkaError
 
 from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.assignor import SingleActiveAssignor
-from stream_dedup.kafka.changelog import parameters_digest
 from stream_dedup.kafka.clients import TopicSpec, ensure_topics
 from stream_dedup.worker.batch import Destinations, publish_batch
 from stream_dedup.worker.events import WorkerEvents
@@ -122,7 +121,7 @@ class _Session:
         self.worker = worker
         self.settings = s = worker.settings
         self.events = worker.events
-        self.digest = parameters_digest(s.detection)
+        self.signature_fingerprint = s.detection.signature_fingerprint()
         self.active = False
         self.new_assignment: list[Any] | None = None
         #: Set while joining the group: kafka-python 3.0 can lose a join (see _check_join).
@@ -217,7 +216,7 @@ class _Session:
         self.events.role_changed("restoring", "restoring state from snapshot and changelog")
         started = time.perf_counter()
         self.replay = replay = ChangelogReplay(
-            s.connection(), str(s.changelog_topic), s.input_topic, self.digest, 0, {}, self.events
+            s.connection(), str(s.changelog_topic), s.input_topic, self.signature_fingerprint, 0, {}, self.events
         )
         first, end = replay.bounds()
 
@@ -303,7 +302,7 @@ class _Session:
                 self.positions,
                 self.settings.input_reading(),
                 self.destinations,
-                self.digest,
+                self.signature_fingerprint,
                 started,
             )
         except KafkaError as error:
