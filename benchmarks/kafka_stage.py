@@ -168,7 +168,7 @@ def stage_settings(
     )
     create_topics(bootstrap, {settings.output_topic: PARTITIONS, settings.dead_letter_topic: PARTITIONS})
     if changelog_topic is None:
-        create_topics(bootstrap, {str(settings.changelog_topic): 1}, CHANGELOG_CONFIGS)
+        create_topics(bootstrap, {settings.changelog_topic: 1}, CHANGELOG_CONFIGS)
     return settings
 
 

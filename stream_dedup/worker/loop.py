@@ -81,7 +81,7 @@ class Worker:
             s.connection(),
             [TopicSpec(name, partitions) for name in written]
             # One partition: the changelog is one ordered history of the index.
-            + [TopicSpec(str(s.changelog_topic), 1, _changelog_configs(s))],
+            + [TopicSpec(s.changelog_topic, 1, _changelog_configs(s))],
         )
 
 
@@ -127,7 +127,7 @@ class _Session:
         #: Set while joining the group: kafka-python 3.0 can lose a join (see _check_join).
         self.awaiting_assignment_since: float | None = time.monotonic()
         self.positions: dict[int, int] = {}
-        self.destinations = Destinations(s.output_topic, s.dead_letter_topic, str(s.changelog_topic), s.unique_topic)
+        self.destinations = Destinations(s.output_topic, s.dead_letter_topic, s.changelog_topic, s.unique_topic)
         self.replay: ChangelogReplay | None = None
         self.producer: KafkaProducer | None = None
         self.consumer: KafkaConsumer | None = None
@@ -216,7 +216,7 @@ class _Session:
         self.events.role_changed("restoring", "restoring state from snapshot and changelog")
         started = time.perf_counter()
         self.replay = replay = ChangelogReplay(
-            s.connection(), str(s.changelog_topic), s.input_topic, self.signature_fingerprint, 0, {}, self.events
+            s.connection(), s.changelog_topic, s.input_topic, self.signature_fingerprint, 0, {}, self.events
         )
         first, end = replay.bounds()
 
@@ -227,7 +227,7 @@ class _Session:
                 return f"the changelog no longer holds offsets {coverage.changelog_offset}..{first} after it"
             return None
 
-        loaded = self.worker.store.load_newest(s.detection, str(s.changelog_topic), usable)
+        loaded = self.worker.store.load_newest(s.detection, s.changelog_topic, usable)
         if loaded is None:
             log.info("no usable snapshot: replaying the whole changelog (offsets %d..%d)", first, end)
             replay.skip_to(first, {})
@@ -349,7 +349,7 @@ class _Session:
             return
         self._snapshot_offset = replay.applied_offset
         self._snapshot_documents = len(self.detector) + self.detector.index.evicted_documents
-        coverage = SnapshotCoverage(str(self.settings.changelog_topic), replay.applied_offset, dict(replay.positions))
+        coverage = SnapshotCoverage(self.settings.changelog_topic, replay.applied_offset, dict(replay.positions))
         store.write_in_background(self.detector, coverage, self.events.snapshot_written, self._snapshot_failed)
 
     def _snapshot_failed(self, error: BaseException) -> None:
@@ -376,7 +376,7 @@ class _Session:
             return
         if replay.applied_offset == self._snapshot_offset:
             return
-        coverage = SnapshotCoverage(str(self.settings.changelog_topic), replay.applied_offset, dict(replay.positions))
+        coverage = SnapshotCoverage(self.settings.changelog_topic, replay.applied_offset, dict(replay.positions))
 
         def written(seconds: float, pause: float, size: int) -> None:
             self.events.snapshot_written(seconds, pause, size)
