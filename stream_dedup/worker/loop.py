@@ -58,7 +58,24 @@ class Worker:
         return float("inf") if self._deadline is None else self._deadline - time.monotonic()
 
     def run(self) -> None:
-        """Sessions, one after another, until stopped; Kafka errors start a fresh session after a pause."""
+        """Sessions, one after another, until stopped.
+
+        Which errors restart a session and which end the process:
+
+        - :class:`KafkaError` (broker unavailable, producer fenced, transaction
+          timed out, a lost group join): the session ends, its transaction is
+          aborted, and a fresh session restores from the snapshot and the
+          changelog after a pause (1 s, doubling up to 30 s).
+        - :class:`~stream_dedup.errors.StreamDedupError` (a changelog of other
+          signature parameters or of another input, a snapshot of other
+          parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`): raised
+          to the caller; ``stream-dedup run`` exits 1 with the message. Retrying
+          in-process would meet the same changelog, snapshot or brokers.
+        - :class:`OSError` (the snapshot directory cannot be created or read):
+          raised too, exit 1. A failed snapshot *write* is not an error: it is
+          reported and the changelog keeps everything.
+        - Anything else is a bug: raised with its traceback.
+        """
         self._ensure_topics()
         backoff = 1.0
         while not self.stopping:
