@@ -67,7 +67,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.snapshot import load_snapshot
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
-from stream_dedup.worker.snapshots import SnapshotCoverage, SnapshotStore
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotStore
 
 BATCH = 1_000
 BAR_SECONDS = 10.0

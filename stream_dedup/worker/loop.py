@@ -26,7 +26,7 @@ from stream_dedup.worker.batch import Destinations, publish_batch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.snapshots import SnapshotCoverage, SnapshotStore
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotStore
 
 log = logging.getLogger(__name__)
 
