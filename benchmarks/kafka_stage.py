@@ -14,9 +14,10 @@ own:
   without touching the index). All else is the worker's own code: the poll, reading
   the records (JSON, normalisation), the verdict JSON, the changelog record (the same
   size: 128 zero bytes per document), the transaction and the offsets.
-* pass-through, bare relay: a loop written here with the client options copied from
-  ``loop.py`` (``linger_ms=5``, ``batch_size=256 KiB``, ``max_request_size=16 MiB``,
-  ``read_committed``, static membership, the single-active assignor, polls of 1,000).
+* pass-through, bare relay: a loop written here around the worker's own two clients
+  (``stream_dedup.kafka.clients``: ``transactional_producer`` with ``PRODUCER_TUNING``,
+  ``group_consumer``: ``read_committed``, static membership, the single-active
+  assignor), polls of 1,000.
   Per poll, one transaction: for each input record a fixed verdict JSON of the real
   size keyed by the record's key, one changelog-sized record, the offsets, the commit.
   No parsing, no encoding: the client and the broker alone.
@@ -77,18 +78,19 @@ import numpy as np
 import numpy.typing as npt
 from _table import Row, print_table
 from corpus import Document, kilobyte_documents, planted_stream
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.verdict import Verdict
-from stream_dedup.kafka.assignor import SingleActiveAssignor
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.clients import KafkaConnection, group_consumer, transactional_producer
 from stream_dedup.kafka.messages import Source, verdict_value
 from stream_dedup.worker import loop
 from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.topics import changelog_configs
 
 BROKER_SH = Path(__file__).resolve().parent.parent / "scripts" / "kafka" / "broker.sh"
 PARTITIONS = 3
@@ -104,8 +106,8 @@ STALL_SECONDS = 20.0
 T = TypeVar("T")
 #: What a production broker gives a topic; broker.sh's test broker rolls segments at 1 MiB.
 TOPIC_CONFIGS = {"segment.bytes": str(1 << 30), "retention.ms": "-1", "retention.bytes": "-1"}
-#: The changelog as ``Worker._ensure_topics`` creates it (plus the above).
-CHANGELOG_CONFIGS = {**TOPIC_CONFIGS, "cleanup.policy": "delete", "max.message.bytes": str(8 << 20)}
+#: The changelog as the worker creates it with its default settings (plus the above).
+CHANGELOG_CONFIGS = {**TOPIC_CONFIGS, **changelog_configs(WorkerSettings())}
 
 
 # --- the broker and the topics -----------------------------------------------------------
@@ -389,29 +391,12 @@ def relay_stage(bootstrap: str, input_topic: str, expected: int, verdict: bytes,
     name = unique_name("relay")
     create_topics(bootstrap, {f"{name}.verdicts": PARTITIONS})
     create_topics(bootstrap, {f"{name}.changelog": 1}, CHANGELOG_CONFIGS)
-    options = {"bootstrap_servers": [bootstrap], "client_id": f"{name}-bench"}
-    # The options of _Session.run in loop.py, one for one.
-    producer = KafkaProducer(
-        **options,
-        transactional_id=f"{name}-bench",
-        transaction_timeout_ms=15_000,
-        linger_ms=5,
-        batch_size=256 * 1024,
-        max_request_size=16 << 20,
-    )
+    # The worker's own clients, with its default timeouts.
+    defaults = WorkerSettings()
+    connection = KafkaConnection(bootstrap, client_id=f"{name}-bench")
+    producer = transactional_producer(connection, f"{name}-bench", defaults.transaction_timeout_seconds)
     producer.init_transactions()
-    consumer = KafkaConsumer(
-        **options,
-        group_id=name,
-        group_instance_id="bench",
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        partition_assignment_strategy=[SingleActiveAssignor()],
-        session_timeout_ms=10_000,
-        heartbeat_interval_ms=3_333,
-        max_poll_records=BATCH,
-    )
+    consumer = group_consumer(connection, name, "bench", defaults.session_timeout_seconds, BATCH)
     clock = StageClock(expected)
     try:
         consumer.subscribe([input_topic])

@@ -20,13 +20,13 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
 from stream_dedup.engine.detector import Detector
-from stream_dedup.kafka.assignor import SingleActiveAssignor
-from stream_dedup.kafka.clients import TopicSpec, ensure_topics
+from stream_dedup.kafka.clients import group_consumer, transactional_producer
 from stream_dedup.worker.batch import Destinations, publish_batch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotStore
+from stream_dedup.worker.topics import ensure_stage_topics
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class Worker:
           reported and the changelog keeps everything.
         - Anything else is a bug: raised with its traceback.
         """
-        self._ensure_topics()
+        ensure_stage_topics(self.settings)
         backoff = 1.0
         while not self.stopping:
             session = _Session(self)
@@ -89,31 +89,6 @@ class Worker:
                 backoff = min(2 * backoff, _MAX_BACKOFF_SECONDS)
             finally:
                 session.close()
-
-    def _ensure_topics(self) -> None:
-        s = self.settings
-        partitions = ensure_topics(s.connection(), [TopicSpec(s.input_topic, 1)])[s.input_topic]
-        written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
-        ensure_topics(
-            s.connection(),
-            [TopicSpec(name, partitions) for name in written]
-            # One partition: the changelog is one ordered history of the index.
-            + [TopicSpec(s.changelog_topic, 1, _changelog_configs(s))],
-        )
-
-
-def _changelog_configs(settings: WorkerSettings) -> dict[str, str]:
-    """Retention of the changelog follows the index's: keep what the index still holds, twice over."""
-    retention = settings.detection.retention()
-    configs = {"cleanup.policy": "delete", "max.message.bytes": str(8 << 20)}
-    if retention.max_age_seconds is not None:
-        configs["retention.ms"] = str(int(retention.max_age_seconds * 2000))
-    else:
-        configs["retention.ms"] = "-1"
-    if retention.max_documents is not None:
-        per_document = settings.detection.num_perm + 64
-        configs["retention.bytes"] = str(2 * retention.max_documents * per_document)
-    return configs
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -157,28 +132,12 @@ class _Session:
     def run(self) -> None:
         self._restore()
         s = self.settings
-        self.producer = KafkaProducer(
-            **s.connection().options(),
-            transactional_id=s.transactional_id,
-            transaction_timeout_ms=int(s.transaction_timeout_seconds * 1000),
-            linger_ms=5,
-            batch_size=256 * 1024,
-            max_request_size=16 << 20,
-        )
+        self.producer = transactional_producer(s.connection(), s.transactional_id, s.transaction_timeout_seconds)
         # Fences any earlier producer with this transactional id and aborts its
         # open transaction: a worker restarted after kill -9 starts clean.
         self.producer.init_transactions()
-        self.consumer = KafkaConsumer(
-            **s.connection().options(),
-            group_id=s.group_id,
-            group_instance_id=s.instance_id,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            partition_assignment_strategy=[SingleActiveAssignor()],
-            session_timeout_ms=int(s.session_timeout_seconds * 1000),
-            heartbeat_interval_ms=max(100, int(s.session_timeout_seconds * 1000 / 3)),
-            max_poll_records=s.batch_size,
+        self.consumer = group_consumer(
+            s.connection(), s.group_id, s.instance_id, s.session_timeout_seconds, s.batch_size
         )
         self.consumer.subscribe([s.input_topic], listener=_Rebalance(self))
         # Fetch the metadata after subscribing and before joining: a group leader
