@@ -25,7 +25,7 @@ from stream_dedup.worker.batch import Destinations, publish_batch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotStore
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
 from stream_dedup.worker.topics import ensure_stage_topics
 
 log = logging.getLogger(__name__)
@@ -124,9 +124,7 @@ class _Session:
         self.producer: KafkaProducer | None = None
         self.consumer: KafkaConsumer | None = None
         self.detector = Detector(s.detection)
-        self._last_snapshot = time.monotonic()
-        self._snapshot_offset = -1
-        self._snapshot_documents = 0
+        self.schedule = SnapshotSchedule(s.snapshot_interval_seconds, s.snapshot_every_documents)
         self._last_lag = 0.0
 
     def run(self) -> None:
@@ -210,12 +208,11 @@ class _Session:
         else:
             self.detector, coverage = loaded
             replay.skip_to(coverage.changelog_offset, coverage.positions)
-            self._snapshot_offset = coverage.changelog_offset
-            self._snapshot_documents = len(self.detector) + self.detector.index.evicted_documents
+            self.schedule.covers(coverage.changelog_offset, self.detector)
             self.events.snapshot_current(coverage.written_at)
         replayed = replay.catch_up(self.detector)
         if len(self.detector) == 0:
-            self._snapshot_offset = replay.applied_offset  # nothing worth a snapshot yet
+            self.schedule.covers(replay.applied_offset, self.detector)  # nothing worth a snapshot yet
             self.events.snapshot_current(time.time())  # an empty index needs no snapshot to be whole
         self._report_index()
         log.info(
@@ -312,19 +309,13 @@ class _Session:
 
     def _maybe_snapshot(self) -> None:
         store, replay = self.worker.store, self.replay_or_fail()
-        new_documents = len(self.detector) + self.detector.index.evicted_documents - self._snapshot_documents
-        due = (
-            time.monotonic() - self._last_snapshot >= self.settings.snapshot_interval_seconds
-            or new_documents >= self.settings.snapshot_every_documents
-        )
-        if not due or store.writing:
+        if not self.schedule.due(self.detector) or store.writing:
             return
-        self._last_snapshot = time.monotonic()
-        if replay.applied_offset == self._snapshot_offset:
+        unchanged = replay.applied_offset == self.schedule.covered_offset
+        self.schedule.covers(replay.applied_offset, self.detector)
+        if unchanged:
             self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
             return
-        self._snapshot_offset = replay.applied_offset
-        self._snapshot_documents = len(self.detector) + self.detector.index.evicted_documents
         coverage = SnapshotCoverage(self.settings.changelog_topic, replay.applied_offset, dict(replay.positions))
         store.write_in_background(self.detector, coverage, self.events.snapshot_written, self._snapshot_failed)
 
@@ -350,7 +341,7 @@ class _Session:
         store, replay = self.worker.store, self.replay
         if replay is None or not store.wait(max(0.0, self.worker.remaining_grace() / 2)):
             return
-        if replay.applied_offset == self._snapshot_offset:
+        if replay.applied_offset == self.schedule.covered_offset:
             return
         coverage = SnapshotCoverage(self.settings.changelog_topic, replay.applied_offset, dict(replay.positions))
 
