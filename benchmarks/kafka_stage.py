@@ -72,7 +72,6 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from unittest import mock
 
 import numpy as np
 import numpy.typing as npt
@@ -87,8 +86,8 @@ from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection, group_consumer, transactional_producer
 from stream_dedup.kafka.messages import Source, verdict_value
-from stream_dedup.worker import loop
 from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
+from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.topics import changelog_configs
 
@@ -287,10 +286,13 @@ def steady_rate(commits: Sequence[tuple[float, int]], warm_up: float = WARM_UP) 
 
 @contextlib.contextmanager
 def running_worker(
-    settings: WorkerSettings, clock: StageClock, profiler: cProfile.Profile | None = None
-) -> Iterator[loop.Worker]:
-    """A :class:`Worker` on a thread of its own, stopped (as by SIGTERM) and joined at the end."""
-    worker = loop.Worker(settings, clock)
+    settings: WorkerSettings, clock: StageClock, profiler: cProfile.Profile | None = None, detect: bool = True
+) -> Iterator[Worker]:
+    """A :class:`Worker` on a thread of its own, stopped (as by SIGTERM) and joined at the end.
+
+    With ``detect=False`` its detector is a :class:`_NoDetection` (the pass-through).
+    """
+    worker = Worker(settings, clock, Detector if detect else _NoDetection)
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -365,23 +367,13 @@ class _NoDetection(Detector):
         return [Verdict(doc_id, "unique") for doc_id in ids]
 
 
-@contextlib.contextmanager
-def detection(enabled: bool) -> Iterator[None]:
-    """The worker as it is, or (``enabled=False``) with :class:`_NoDetection` as its detector."""
-    if enabled:
-        yield
-        return
-    with mock.patch.object(loop, "Detector", _NoDetection):
-        yield
-
-
 def worker_stage(
     bootstrap: str, input_topic: str, expected: int, snapshots: Path, detect: bool, profiler: cProfile.Profile | None
 ) -> StageClock:
     """Run the worker over ``expected`` preloaded records; return its clock."""
     settings = stage_settings(bootstrap, input_topic, unique_name("worker" if detect else "pass"), snapshots)
     clock = StageClock(expected)
-    with detection(detect), running_worker(settings, clock, profiler):
+    with running_worker(settings, clock, profiler, detect):
         wait_finished(clock, "worker" if detect else "pass-through (worker path)")
     return clock
 
@@ -482,7 +474,7 @@ def latency(
     settings = stage_settings(bootstrap, input_topic, unique_name("worker" if detect else "pass"), snapshots)
     clock = StageClock(len(messages))
     feeder = multiprocessing.get_context("spawn").Pool(1)
-    with feeder, detection(detect), running_worker(settings, clock):
+    with feeder, running_worker(settings, clock, detect=detect):
         if not clock.active.wait(120):
             raise RuntimeError("the worker did not become active within 120 s")
         # kafka-python joins the group twice: its first assignment is made before the

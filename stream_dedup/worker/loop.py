@@ -12,6 +12,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -19,6 +20,7 @@ from kafka.admin import MemberToRemove
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
+from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.clients import group_consumer, transactional_producer
 from stream_dedup.worker.batch import Destinations, publish_batch
@@ -37,9 +39,16 @@ _LAG_EVERY_SECONDS = 1.0
 class Worker:
     """Runs the stage until :meth:`request_stop` (SIGTERM, SIGINT) is called."""
 
-    def __init__(self, settings: WorkerSettings, events: WorkerEvents | None = None) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        events: WorkerEvents | None = None,
+        detector_factory: Callable[[DetectionConfig], Detector] = Detector,
+    ) -> None:
+        """``detector_factory`` makes the empty index a restore starts from (one without a snapshot)."""
         self.settings = settings
         self.events = events or WorkerEvents()
+        self.detector_factory = detector_factory
         self.store = SnapshotStore(settings.snapshot_dir, settings.snapshots_kept)
         self._stop = threading.Event()
         self._deadline: float | None = None
@@ -123,7 +132,7 @@ class _Session:
         self.replay: ChangelogReplay | None = None
         self.producer: KafkaProducer | None = None
         self.consumer: KafkaConsumer | None = None
-        self.detector = Detector(s.detection)
+        self.detector = worker.detector_factory(s.detection)
         self.schedule = SnapshotSchedule(s.snapshot_interval_seconds, s.snapshot_every_documents)
         self._last_lag = 0.0
 
