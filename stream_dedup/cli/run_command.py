@@ -11,8 +11,9 @@ from stream_dedup.cli.options import add_detection_options
 from stream_dedup.cli.settings_sources import CONFIG_VARIABLE, resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.ops.runtime import observed_worker
-from stream_dedup.worker.loop import Worker, install_stop_signals
+from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.stop_signals import install_stop_signals
 
 log = logging.getLogger("stream_dedup.run")
 
