@@ -29,7 +29,7 @@ def ensure_stage_topics(settings: WorkerSettings) -> None:
 def changelog_configs(settings: WorkerSettings) -> dict[str, str]:
     """Retention of the changelog follows the index's: keep what the index still holds, twice over.
 
-    Twice over, so that ids of up to ~240 bytes on average still fit in the
+    Twice over, so that ids of up to ~200 bytes on average still fit in the
     retained bytes. (Not counted: the shingle sets of exact verification.)
     """
     retention = settings.detection.retention()
