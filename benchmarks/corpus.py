@@ -346,7 +346,9 @@ def kilobyte_documents(docs: int, seed: int = 11, size: int = 1024) -> list[str]
     """``docs`` distinct documents of exactly ``size`` characters of real prose.
 
     Each is random paragraphs run together and cut at ``size`` characters, so that
-    throughput numbers are per kilobyte of ordinary text.
+    throughput numbers are per kilobyte of ordinary text. A cut that falls on a space
+    ends the document with a full stop instead: a document ending on a space has an
+    empty last word, which :func:`near_duplicate`'s edits cannot work on.
     """
     rng = random.Random(seed)
     pool = real_paragraphs()
@@ -356,7 +358,8 @@ def kilobyte_documents(docs: int, seed: int = 11, size: int = 1024) -> list[str]
         while length < size:
             parts.append(pool[rng.randrange(len(pool))])
             length += len(parts[-1]) + 1
-        out.append(" ".join(parts)[:size])
+        text = " ".join(parts)[:size]
+        out.append(text[:-1] + "." if text.endswith(" ") else text)
     return out
 
 

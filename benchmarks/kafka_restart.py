@@ -50,7 +50,6 @@ import numpy as np
 import numpy.typing as npt
 from _table import Row, print_table
 from corpus import real_paragraphs
-from kafka import KafkaProducer
 from kafka_stage import (
     CHANGELOG_CONFIGS,
     PARTITIONS,
@@ -66,8 +65,10 @@ from kafka_stage import (
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.snapshot import load_snapshot
-from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry, parameters_digest
-from stream_dedup.worker.snapshots import SnapshotCoverage, SnapshotStore
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.clients import KafkaConnection, transactional_producer
+from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotStore
 
 BATCH = 1_000
 BAR_SECONDS = 10.0
@@ -139,18 +140,15 @@ def build(bootstrap: str, name: str, documents: int, snapshot_root: Path) -> Bui
     """Write the changelog of ``documents`` documents, then index them and snapshot at 90% and at the end."""
     started = time.perf_counter()
     config = DetectionConfig()
-    digest = parameters_digest(config)
+    digest = config.signature_fingerprint()
     input_topic, changelog_topic = f"{name}.input", f"{name}.changelog"
     create_topics(bootstrap, {input_topic: PARTITIONS})
     create_topics(bootstrap, {changelog_topic: 1}, CHANGELOG_CONFIGS)
-    # The options of the worker's producer (loop.py), with a transactional id of its own.
-    producer = KafkaProducer(
-        bootstrap_servers=[bootstrap],
-        client_id=f"{name}-builder",
-        transactional_id=f"{name}-builder",
-        linger_ms=5,
-        batch_size=256 * 1024,
-        max_request_size=16 << 20,
+    # The worker's producer, with a transactional id of its own.
+    producer = transactional_producer(
+        KafkaConnection(bootstrap, client_id=f"{name}-builder"),
+        f"{name}-builder",
+        WorkerSettings().transaction_timeout_seconds,
     )
     producer.init_transactions()
     batches: list[tuple[list[str], npt.NDArray[np.uint8], npt.NDArray[np.float64], dict[int, int], int]] = []

@@ -14,9 +14,10 @@ own:
   without touching the index). All else is the worker's own code: the poll, reading
   the records (JSON, normalisation), the verdict JSON, the changelog record (the same
   size: 128 zero bytes per document), the transaction and the offsets.
-* pass-through, bare relay: a loop written here with the client options copied from
-  ``loop.py`` (``linger_ms=5``, ``batch_size=256 KiB``, ``max_request_size=16 MiB``,
-  ``read_committed``, static membership, the single-active assignor, polls of 1,000).
+* pass-through, bare relay: a loop written here around the worker's own two clients
+  (``stream_dedup.kafka.clients``: ``transactional_producer`` with ``PRODUCER_TUNING``,
+  ``group_consumer``: ``read_committed``, static membership, the single-active
+  assignor), polls of 1,000.
   Per poll, one transaction: for each input record a fixed verdict JSON of the real
   size keyed by the record's key, one changelog-sized record, the offsets, the commit.
   No parsing, no encoding: the client and the broker alone.
@@ -26,7 +27,8 @@ last commit: start-up, joining the group, the first fetch and kafka-python's sec
 join (its first assignment is made before the topic's metadata is in its records, so
 it rejoins a moment later) are left out. The three run twice, alternating, and each
 keeps its best, because the machine is shared. A run that commits nothing for 20 s
-has stalled (kafka-python can lose that second join, see the README) and is run again.
+has stalled (kafka-python can lose that second join, see ``_Session.check_join`` in
+stream_dedup/worker/loop.py) and is run again.
 
 Latency. A fresh, empty input topic is then fed by another process at a steady rate,
 60% of the worker's measured rate (``--load``), for ``--latency-seconds``. The worker is
@@ -71,24 +73,24 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
-from unittest import mock
 
 import numpy as np
 import numpy.typing as npt
 from _table import Row, print_table
 from corpus import Document, kilobyte_documents, planted_stream
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.verdict import Verdict
-from stream_dedup.kafka.assignor import SingleActiveAssignor
-from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry, parameters_digest
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.clients import KafkaConnection, group_consumer, transactional_producer
 from stream_dedup.kafka.messages import Source, verdict_value
-from stream_dedup.worker import loop
 from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
+from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.topics import changelog_configs
 
 BROKER_SH = Path(__file__).resolve().parent.parent / "scripts" / "kafka" / "broker.sh"
 PARTITIONS = 3
@@ -104,8 +106,8 @@ STALL_SECONDS = 20.0
 T = TypeVar("T")
 #: What a production broker gives a topic; broker.sh's test broker rolls segments at 1 MiB.
 TOPIC_CONFIGS = {"segment.bytes": str(1 << 30), "retention.ms": "-1", "retention.bytes": "-1"}
-#: The changelog as ``Worker._ensure_topics`` creates it (plus the above).
-CHANGELOG_CONFIGS = {**TOPIC_CONFIGS, "cleanup.policy": "delete", "max.message.bytes": str(8 << 20)}
+#: The changelog as the worker creates it with its default settings (plus the above).
+CHANGELOG_CONFIGS = {**TOPIC_CONFIGS, **changelog_configs(WorkerSettings())}
 
 
 # --- the broker and the topics -----------------------------------------------------------
@@ -168,7 +170,7 @@ def stage_settings(
     )
     create_topics(bootstrap, {settings.output_topic: PARTITIONS, settings.dead_letter_topic: PARTITIONS})
     if changelog_topic is None:
-        create_topics(bootstrap, {str(settings.changelog_topic): 1}, CHANGELOG_CONFIGS)
+        create_topics(bootstrap, {settings.changelog_topic: 1}, CHANGELOG_CONFIGS)
     return settings
 
 
@@ -191,9 +193,7 @@ def unique_name(what: str) -> str:
 def documents(count: int) -> list[Document]:
     """``count`` 1 KB documents of real prose, 30% of them planted near-copies of earlier ones."""
     originals = count - round(count * 0.3)
-    # rstrip: a 1 KB cut may end on a space, and an edit of an empty last word fails.
-    pool = [text.rstrip() for text in kilobyte_documents(originals)]
-    return planted_stream(count, dup_fraction=0.3, seed=7, paragraphs=pool)
+    return planted_stream(count, dup_fraction=0.3, seed=7, paragraphs=kilobyte_documents(originals))
 
 
 def encoded(docs: Sequence[Document]) -> list[tuple[bytes, bytes]]:
@@ -287,10 +287,13 @@ def steady_rate(commits: Sequence[tuple[float, int]], warm_up: float = WARM_UP) 
 
 @contextlib.contextmanager
 def running_worker(
-    settings: WorkerSettings, clock: StageClock, profiler: cProfile.Profile | None = None
-) -> Iterator[loop.Worker]:
-    """A :class:`Worker` on a thread of its own, stopped (as by SIGTERM) and joined at the end."""
-    worker = loop.Worker(settings, clock)
+    settings: WorkerSettings, clock: StageClock, profiler: cProfile.Profile | None = None, detect: bool = True
+) -> Iterator[Worker]:
+    """A :class:`Worker` on a thread of its own, stopped (as by SIGTERM) and joined at the end.
+
+    With ``detect=False`` its detector is a :class:`_NoDetection` (the pass-through).
+    """
+    worker = Worker(settings, clock, Detector if detect else _NoDetection)
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -365,23 +368,13 @@ class _NoDetection(Detector):
         return [Verdict(doc_id, "unique") for doc_id in ids]
 
 
-@contextlib.contextmanager
-def detection(enabled: bool) -> Iterator[None]:
-    """The worker as it is, or (``enabled=False``) with :class:`_NoDetection` as its detector."""
-    if enabled:
-        yield
-        return
-    with mock.patch.object(loop, "Detector", _NoDetection):
-        yield
-
-
 def worker_stage(
     bootstrap: str, input_topic: str, expected: int, snapshots: Path, detect: bool, profiler: cProfile.Profile | None
 ) -> StageClock:
     """Run the worker over ``expected`` preloaded records; return its clock."""
     settings = stage_settings(bootstrap, input_topic, unique_name("worker" if detect else "pass"), snapshots)
     clock = StageClock(expected)
-    with detection(detect), running_worker(settings, clock, profiler):
+    with running_worker(settings, clock, profiler, detect):
         wait_finished(clock, "worker" if detect else "pass-through (worker path)")
     return clock
 
@@ -391,29 +384,12 @@ def relay_stage(bootstrap: str, input_topic: str, expected: int, verdict: bytes,
     name = unique_name("relay")
     create_topics(bootstrap, {f"{name}.verdicts": PARTITIONS})
     create_topics(bootstrap, {f"{name}.changelog": 1}, CHANGELOG_CONFIGS)
-    options = {"bootstrap_servers": [bootstrap], "client_id": f"{name}-bench"}
-    # The options of _Session.run in loop.py, one for one.
-    producer = KafkaProducer(
-        **options,
-        transactional_id=f"{name}-bench",
-        transaction_timeout_ms=15_000,
-        linger_ms=5,
-        batch_size=256 * 1024,
-        max_request_size=16 << 20,
-    )
+    # The worker's own clients, with its default timeouts.
+    defaults = WorkerSettings()
+    connection = KafkaConnection(bootstrap, client_id=f"{name}-bench")
+    producer = transactional_producer(connection, f"{name}-bench", defaults.transaction_timeout_seconds)
     producer.init_transactions()
-    consumer = KafkaConsumer(
-        **options,
-        group_id=name,
-        group_instance_id="bench",
-        enable_auto_commit=False,
-        isolation_level="read_committed",
-        auto_offset_reset="earliest",
-        partition_assignment_strategy=[SingleActiveAssignor()],
-        session_timeout_ms=10_000,
-        heartbeat_interval_ms=3_333,
-        max_poll_records=BATCH,
-    )
+    consumer = group_consumer(connection, name, "bench", defaults.session_timeout_seconds, BATCH)
     clock = StageClock(expected)
     try:
         consumer.subscribe([input_topic])
@@ -461,7 +437,7 @@ def relay_payloads(input_topic: str, config: DetectionConfig) -> tuple[bytes, in
         input_topic,
         {p: 33_334 for p in range(PARTITIONS)},
     )
-    changelog = sum(len(value) for value in encode_entry(entry, parameters_digest(config)))
+    changelog = sum(len(value) for value in encode_entry(entry, config.signature_fingerprint()))
     return verdict, -(-changelog // BATCH)
 
 
@@ -499,7 +475,7 @@ def latency(
     settings = stage_settings(bootstrap, input_topic, unique_name("worker" if detect else "pass"), snapshots)
     clock = StageClock(len(messages))
     feeder = multiprocessing.get_context("spawn").Pool(1)
-    with feeder, detection(detect), running_worker(settings, clock):
+    with feeder, running_worker(settings, clock, detect=detect):
         if not clock.active.wait(120):
             raise RuntimeError("the worker did not become active within 120 s")
         # kafka-python joins the group twice: its first assignment is made before the

@@ -133,6 +133,22 @@ class DetectionConfig:
         }
 
     def fingerprint(self) -> str:
-        """Short stable hash of every parameter that decides verdicts (16 hex digits)."""
-        decisive = {**asdict(self), **self.signature_parameters()}
-        return xxhash.xxh3_64_hexdigest(json.dumps(decisive, sort_keys=True).encode("utf-8"))
+        """Short stable hash of every parameter that decides verdicts (16 hex digits).
+
+        Verdicts carry it (``params_fingerprint``), so that verdicts made under
+        different settings can be told apart.
+        """
+        return _fingerprint({**asdict(self), **self.signature_parameters()})
+
+    def signature_fingerprint(self) -> str:
+        """Short stable hash of :meth:`signature_parameters` only (16 hex digits).
+
+        Two indexes can share signatures exactly when these agree, whatever
+        their thresholds or retention: the changelog records it, and refuses
+        to be replayed under another.
+        """
+        return _fingerprint(self.signature_parameters())
+
+
+def _fingerprint(parameters: dict[str, object]) -> str:
+    return xxhash.xxh3_64_hexdigest(json.dumps(parameters, sort_keys=True).encode("utf-8"))

@@ -38,3 +38,11 @@ class IncompatibleSnapshotError(SnapshotError):
 
 class ChangelogError(StreamDedupError):
     """A changelog record cannot be replayed: not one of ours, or made with other signature parameters."""
+
+
+class ReplayTimeoutError(ChangelogError):
+    """The changelog could not be replayed to its end in time: the brokers do not serve it.
+
+    Not a Kafka client error, so it does not restart the session: the process
+    exits (1), and whoever restarts it (Kubernetes, systemd) retries the restore.
+    """

@@ -1,1 +1,5 @@
-"""Command-line interface: ``stream-dedup dedup`` and ``stream-dedup params``."""
+"""The ``stream-dedup`` command.
+
+``run`` is the Kafka stage; ``dedup`` and ``params`` work offline; ``produce-sample``
+and ``watch`` feed and read topics for the demo.
+"""

@@ -3,7 +3,7 @@
 import argparse
 import logging
 import os
-from dataclasses import fields
+from dataclasses import MISSING, Field, fields
 from typing import Any
 
 from stream_dedup import __version__
@@ -11,8 +11,9 @@ from stream_dedup.cli.options import add_detection_options
 from stream_dedup.cli.settings_sources import CONFIG_VARIABLE, resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.ops.runtime import observed_worker
-from stream_dedup.worker.loop import Worker, install_stop_signals
+from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.stop_signals import install_stop_signals
 
 log = logging.getLogger("stream_dedup.run")
 
@@ -35,11 +36,17 @@ def add_parser(subparsers: Any) -> None:
                 f"--{setting.name.replace('_', '-')}",
                 dest=setting.name,
                 metavar=setting.name.upper(),
-                help=f"{setting.metadata['help']} (default {setting.default})",
+                help=setting.metadata["help"] + _shown_default(setting),
             )
     add_detection_options(parser)
     # Flags not given must not hide the environment and the file: no defaults here.
     parser.set_defaults(**{setting.name: None for setting in fields(DetectionConfig)}, run=run)
+
+
+def _shown_default(setting: Field[Any]) -> str:
+    """`` (default X)``, or nothing for a default computed at start-up (its help says how)."""
+    computed = setting.default is MISSING or setting.default == ""
+    return "" if computed else f" (default {setting.default})"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import tomllib
 import types
 import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +33,6 @@ def setting_types() -> dict[str, Any]:
     hints = typing.get_type_hints(WorkerSettings)
     types_.update({f.name: hints[f.name] for f in fields(WorkerSettings) if f.name != "detection"})
     return types_
-
-
-def setting_defaults() -> dict[str, Any]:
-    """Defaults as the dataclasses declare them (``None`` where computed at start-up)."""
-    defaults = {}
-    for cls in (DetectionConfig, WorkerSettings):
-        for f in fields(cls):
-            if f.name != "detection":
-                defaults[f.name] = None if f.default is MISSING else f.default
-    return defaults
 
 
 def resolve_settings(

@@ -10,9 +10,10 @@ into parts, and the parts are put back together before replay, because
 generation boundaries fall between batches).
 
 Each record also carries the input positions after its batch, so a restore
-knows where to resume, and a digest of the signature parameters, so a
-changelog written under other settings is refused instead of mixing
-incomparable signatures.
+knows where to resume, and the signature fingerprint
+(:meth:`~stream_dedup.config.DetectionConfig.signature_fingerprint`, passed
+in as ``digest``), so a changelog written under other settings is refused
+instead of mixing incomparable signatures.
 
 Record value layout (no pickle)::
 
@@ -31,9 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import xxhash
 
-from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import ChangelogError
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.text.shingle_sets import ShingleSets
@@ -45,11 +44,6 @@ _PREFIX = struct.Struct("<4sBI")
 
 #: Default upper bound of one changelog record value (Kafka's default limit is 1 MB).
 MAX_RECORD_BYTES = 512 * 1024
-
-
-def parameters_digest(config: DetectionConfig) -> str:
-    """Digest of the parameters that make two indexes' signatures comparable."""
-    return xxhash.xxh3_64_hexdigest(json.dumps(config.signature_parameters(), sort_keys=True).encode())
 
 
 @dataclass(frozen=True)

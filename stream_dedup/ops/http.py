@@ -9,9 +9,15 @@ Liveness and readiness answer different questions: a restoring replica is alive
 (do not restart it, it is making progress) but not ready; a caught-up standby
 is ready (it can take over at once) although it holds no partitions.
 
-Example:
-    >>> with OpsServer("0.0.0.0", 9100, metrics, health) as server:
-    ...     run_worker_loop()  # calls health.heartbeat() every iteration
+Example (the worker's loop calls ``health.heartbeat()`` every round)::
+
+    >>> import urllib.request
+    >>> health = Health()
+    >>> with OpsServer("127.0.0.1", 0, WorkerMetrics(), health) as server:
+    ...     health.heartbeat()
+    ...     url = f"http://127.0.0.1:{server.port}/healthz"
+    ...     urllib.request.urlopen(url).status
+    200
 """
 
 import json

@@ -104,7 +104,9 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     return filled
 
 
-def _attempts_by_probing(attempts: AttemptArray, empty: npt.NDArray[np.bool_], rows: IntArray, offsets: IntArray) -> None:
+def _attempts_by_probing(
+    attempts: AttemptArray, empty: npt.NDArray[np.bool_], rows: IntArray, offsets: IntArray
+) -> None:
     """Attempts of the empty bins of ``rows``: ``_ROW_PASSES`` whole-row passes, then one bin at a time."""
     if rows.size == 0:
         return

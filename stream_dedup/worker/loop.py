@@ -1,17 +1,59 @@
 """The worker: restore, then consume, detect and publish in transactions, until told to stop.
 
 A *session* is one connected lifetime: restore the index (newest valid
-snapshot plus the changelog after it), join the group, then either stand by
-(tailing the changelog) or, holding the partitions, process batches. Any
-Kafka failure ends the session: its open transaction is aborted, and since
-the detector may already hold the aborted batch, the next session rebuilds
-the index from the snapshot and the changelog instead of trusting memory.
+snapshot plus the changelog after it), connect, join the group, then go round
+one loop (:meth:`_Session.run`): poll; take over on a new assignment; then
+either, holding the partitions, process the batch in one transaction
+(verdicts, dead letters, changelog record and input offsets, see
+:mod:`stream_dedup.worker.batch`), or, standing by, tail the changelog; and
+snapshot when due. Any Kafka failure ends the session: its open transaction
+is aborted, and since the detector may already hold the aborted batch, the
+next session rebuilds the index from the snapshot and the changelog instead
+of trusting memory.
+
+Failures, where they are handled, and what the operator sees (metric names
+without their ``stream_dedup_`` prefix):
+
+=========================================  ==================================  =========================================
+failure                                    handled in                          what the operator sees
+=========================================  ==================================  =========================================
+Kafka error in a batch (broker down,       ``_Session.process_batch`` aborts;  ERROR "batch failed, aborting its
+producer fenced, transaction timed out)    ``Worker.run`` starts a new         transaction", ``transactions_total``
+                                           session after 1-30 s                ``{outcome="aborted"}``, role
+                                                                               ``restoring``
+Kafka error outside a batch (poll, join,   ``Worker.run``: new session         ERROR "Kafka error, restarting the
+takeover, restore)                                                             session in N s"
+a group join that never completes          ``_Session.check_join`` raises a    the same, after max(30 s, 3 x
+(kafka-python can lose one)                Kafka error                         ``session_timeout_seconds``)
+a record that cannot be processed          ``publish_batch``: dead-letter      WARNING "dead letter (reason)",
+                                           topic, unchanged, with its reason   ``dead_letters_total{reason}``
+changelog behind the committed offsets     ``_Session.take_over`` waits, then  WARNING "the changelog lags the
+at a takeover                              resumes from the offsets            committed offsets"
+corrupt, foreign or unusable snapshot      ``SnapshotStore.load_newest``:      ERROR "snapshot ... is unusable" or
+                                           the one before, or a full replay    WARNING "... skipped"; a longer
+                                                                               restore
+snapshot or changelog of other signature   not handled: the process exits 1    the message names the parameter, file
+parameters, or another input's changelog                                       or topic and what to do
+changelog replay stuck (no broker serves   ``ReplayTimeoutError``: exit 1      "changelog ... replay stuck at offset"
+it)
+a snapshot write fails (disk full)         ``_Session.snapshot_failed``:       ERROR "snapshot failed",
+                                           logged, the loop goes on            ``snapshot_failures_total``
+SIGTERM, SIGINT                            ``Worker.request_stop``: batch      INFO "received SIGTERM", role
+                                           finished, final snapshot, group     ``stopping``, exit 0
+                                           left
+shutdown grace period exceeded             ``stop_signals``                    ERROR "shutdown grace period
+                                                                               exceeded", exit 1
+kill -9, lost machine                      the broker aborts the open          a standby (or the restarted replica)
+                                           transaction; the next active        goes active; nothing lost or twice
+                                           replica restores
+=========================================  ==================================  =========================================
 """
 
+import contextlib
 import logging
-import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
@@ -19,15 +61,16 @@ from kafka.admin import MemberToRemove
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
+from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
-from stream_dedup.kafka.assignor import SingleActiveAssignor
-from stream_dedup.kafka.changelog import parameters_digest
-from stream_dedup.kafka.clients import TopicSpec, ensure_topics
+from stream_dedup.kafka.clients import group_consumer, transactional_producer
 from stream_dedup.worker.batch import Destinations, publish_batch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
+from stream_dedup.worker.restore import report_index, restore
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.snapshots import SnapshotCoverage, SnapshotStore
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
+from stream_dedup.worker.topics import ensure_stage_topics
 
 log = logging.getLogger(__name__)
 
@@ -38,9 +81,16 @@ _LAG_EVERY_SECONDS = 1.0
 class Worker:
     """Runs the stage until :meth:`request_stop` (SIGTERM, SIGINT) is called."""
 
-    def __init__(self, settings: WorkerSettings, events: WorkerEvents | None = None) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        events: WorkerEvents | None = None,
+        detector_factory: Callable[[DetectionConfig], Detector] = Detector,
+    ) -> None:
+        """``detector_factory`` makes the empty index a restore starts from (one without a snapshot)."""
         self.settings = settings
         self.events = events or WorkerEvents()
+        self.detector_factory = detector_factory
         self.store = SnapshotStore(settings.snapshot_dir, settings.snapshots_kept)
         self._stop = threading.Event()
         self._deadline: float | None = None
@@ -59,45 +109,85 @@ class Worker:
         return float("inf") if self._deadline is None else self._deadline - time.monotonic()
 
     def run(self) -> None:
-        """Sessions, one after another, until stopped; Kafka errors start a fresh session after a pause."""
-        self._ensure_topics()
+        """Sessions, one after another, until stopped.
+
+        Which errors restart a session and which end the process:
+
+        - :class:`KafkaError` (broker unavailable, producer fenced, transaction
+          timed out, a lost group join): the session ends, its transaction is
+          aborted, and a fresh session restores from the snapshot and the
+          changelog after a pause (1 s, doubling up to 30 s).
+        - :class:`~stream_dedup.errors.StreamDedupError` (a changelog of other
+          signature parameters or of another input, a snapshot of other
+          parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`): raised
+          to the caller; ``stream-dedup run`` exits 1 with the message. Retrying
+          in-process would meet the same changelog, snapshot or brokers.
+        - :class:`OSError` (the snapshot directory cannot be created or read):
+          raised too, exit 1. A failed snapshot *write* is not an error: it is
+          reported and the changelog keeps everything.
+        - Anything else is a bug: raised with its traceback.
+        """
+        ensure_stage_topics(self.settings)
         backoff = 1.0
         while not self.stopping:
-            session = _Session(self)
             try:
-                session.run()
+                self._run_session()
                 backoff = 1.0
             except KafkaError as error:
                 log.error("Kafka error, restarting the session in %.0f s: %r", backoff, error)
                 self._stop.wait(backoff)
                 backoff = min(2 * backoff, _MAX_BACKOFF_SECONDS)
-            finally:
-                session.close()
 
-    def _ensure_topics(self) -> None:
+    def _run_session(self) -> None:
+        """Restore, connect, loop; every client is closed on the way out, the last opened first."""
         s = self.settings
-        partitions = ensure_topics(s.connection(), [TopicSpec(s.input_topic, 1)])[s.input_topic]
-        written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
-        ensure_topics(
-            s.connection(),
-            [TopicSpec(name, partitions) for name in written]
-            # One partition: the changelog is one ordered history of the index.
-            + [TopicSpec(str(s.changelog_topic), 1, _changelog_configs(s))],
-        )
+        with contextlib.ExitStack() as opened:
+            replay = ChangelogReplay(
+                s.connection(),
+                s.changelog_topic,
+                s.input_topic,
+                s.detection.signature_fingerprint(),
+                0,
+                {},
+                self.events,
+            )
+            opened.callback(replay.close)
+            # Restore before joining the group: a member that holds the
+            # partitions must be able to process them at once.
+            detector, schedule = restore(s, self.store, replay, self.events, self.detector_factory)
+            producer = transactional_producer(s.connection(), s.transactional_id, s.transaction_timeout_seconds)
+            opened.callback(self._close_producer, producer)
+            # Fences any earlier producer with this transactional id and aborts its
+            # open transaction: a worker restarted after kill -9 starts clean.
+            producer.init_transactions()
+            consumer = group_consumer(
+                s.connection(), s.group_id, s.instance_id, s.session_timeout_seconds, s.batch_size
+            )
+            opened.callback(self._close_consumer, consumer)
+            _Session(self, replay, detector, schedule, producer, consumer).run()
 
+    def _close_consumer(self, consumer: KafkaConsumer) -> None:
+        """Close the group consumer; when stopping, also leave the group, so a standby takes over at once."""
+        if self.stopping:
+            self.events.role_changed("stopping", "shutting down")
+        consumer.close(timeout_ms=max(1000, int(min(5.0, self.remaining_grace()) * 1000)))
+        if self.stopping:
+            self._leave_group()
 
-def _changelog_configs(settings: WorkerSettings) -> dict[str, str]:
-    """Retention of the changelog follows the index's: keep what the index still holds, twice over."""
-    retention = settings.detection.retention()
-    configs = {"cleanup.policy": "delete", "max.message.bytes": str(8 << 20)}
-    if retention.max_age_seconds is not None:
-        configs["retention.ms"] = str(int(retention.max_age_seconds * 2000))
-    else:
-        configs["retention.ms"] = "-1"
-    if retention.max_documents is not None:
-        per_document = settings.detection.num_perm + 64
-        configs["retention.bytes"] = str(2 * retention.max_documents * per_document)
-    return configs
+    def _close_producer(self, producer: KafkaProducer) -> None:
+        producer.close(timeout=max(1.0, min(5.0, self.remaining_grace())))
+
+    def _leave_group(self) -> None:
+        """A static member does not leave the group on close; remove it, so a standby takes over at once."""
+        s = self.settings
+        try:
+            admin = KafkaAdminClient(**s.connection().options())
+            try:
+                admin.remove_group_members(s.group_id, [MemberToRemove(group_instance_id=s.instance_id)])
+            finally:
+                admin.close()
+        except KafkaError as error:
+            log.warning("could not leave the group (the session times out instead): %r", error)
 
 
 class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -116,55 +206,74 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
 
 
 class _Session:
-    """One connected lifetime of the worker (see the module docstring)."""
+    """One connected lifetime of the worker, from joining the group (see the module docstring)."""
 
-    def __init__(self, worker: Worker) -> None:
+    def __init__(
+        self,
+        worker: Worker,
+        replay: ChangelogReplay,
+        detector: Detector,
+        schedule: SnapshotSchedule,
+        producer: KafkaProducer,
+        consumer: KafkaConsumer,
+    ) -> None:
         self.worker = worker
         self.settings = s = worker.settings
         self.events = worker.events
-        self.digest = parameters_digest(s.detection)
+        self.replay = replay
+        self.detector = detector
+        self.schedule = schedule
+        self.producer = producer
+        self.consumer = consumer
+        self.signature_fingerprint = s.detection.signature_fingerprint()
+        self.destinations = Destinations(s.output_topic, s.dead_letter_topic, s.changelog_topic, s.unique_topic)
         self.active = False
         self.new_assignment: list[Any] | None = None
-        #: Set while joining the group: kafka-python 3.0 can lose a join (see _check_join).
+        #: Set while joining the group: kafka-python 3.0 can lose a join (see check_join).
         self.awaiting_assignment_since: float | None = time.monotonic()
+        #: Input partition -> next offset to read, as of the last committed batch.
         self.positions: dict[int, int] = {}
-        self.destinations = Destinations(s.output_topic, s.dead_letter_topic, str(s.changelog_topic), s.unique_topic)
-        self.replay: ChangelogReplay | None = None
-        self.producer: KafkaProducer | None = None
-        self.consumer: KafkaConsumer | None = None
-        self.detector = Detector(s.detection)
-        self._last_snapshot = time.monotonic()
-        self._snapshot_offset = -1
-        self._snapshot_documents = 0
         self._last_lag = 0.0
 
     def run(self) -> None:
-        self._restore()
+        """Join the group and go round the loop until stopped; then write the final snapshot."""
         s = self.settings
-        self.producer = KafkaProducer(
-            **s.connection().options(),
-            transactional_id=s.transactional_id,
-            transaction_timeout_ms=int(s.transaction_timeout_seconds * 1000),
-            linger_ms=5,
-            batch_size=256 * 1024,
-            max_request_size=16 << 20,
-        )
-        # Fences any earlier producer with this transactional id and aborts its
-        # open transaction: a worker restarted after kill -9 starts clean.
-        self.producer.init_transactions()
-        self.consumer = KafkaConsumer(
-            **s.connection().options(),
-            group_id=s.group_id,
-            group_instance_id=s.instance_id,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset="earliest",
-            partition_assignment_strategy=[SingleActiveAssignor()],
-            session_timeout_ms=int(s.session_timeout_seconds * 1000),
-            heartbeat_interval_ms=max(100, int(s.session_timeout_seconds * 1000 / 3)),
-            max_poll_records=s.batch_size,
-        )
-        self.consumer.subscribe([s.input_topic], listener=_Rebalance(self))
+        self.join()
+        while not self.worker.stopping:
+            # 1. Poll. The poll also heartbeats and runs the rebalance listener.
+            polled = self.consumer.poll(timeout_ms=s.batch_timeout_ms, max_records=s.batch_size)
+            self.events.heartbeat()
+            # 2. A join that never completes ends the session.
+            self.check_join()
+            # 3. Take over on a new assignment, before processing anything: records
+            #    polled with it started from the committed offsets, and the takeover
+            #    may seek elsewhere, so they are dropped and fetched again.
+            if self.new_assignment is not None:
+                self.take_over(self.new_assignment)
+                self.new_assignment = None
+                continue
+            # 4. Stop between batches: records not processed are fetched again by whoever runs next.
+            if self.worker.stopping:
+                break
+            # 5. Active: the batch in one transaction. Standby: what the active replica committed.
+            records = [r for tp in sorted(polled) for r in polled[tp]]
+            if self.active:
+                if records:
+                    self.process_batch(records)
+            elif self.replay.apply_available(self.detector):
+                report_index(self.events, self.detector)
+            # 6. Between batches, so that a snapshot never holds half a batch.
+            self.report_lag()
+            self.snapshot_if_due()
+        # Only after a clean exit from the loop: after a failed batch the index
+        # holds the aborted batch, and a snapshot of it would hold documents whose
+        # verdicts were never published (they would judge their own reprocessing).
+        self.events.role_changed("stopping", "shutting down")
+        self.final_snapshot()
+
+    def join(self) -> None:
+        """Subscribe to the input; the join itself happens in the first polls."""
+        self.consumer.subscribe([self.settings.input_topic], listener=_Rebalance(self))
         # Fetch the metadata after subscribing and before joining: a group leader
         # that does not know the partitions yet assigns nothing, and the group then
         # sits with no active member until the next rebalance. After subscribing,
@@ -175,27 +284,8 @@ class _Session:
         # answer from the cache.
         self.consumer.topics()
         self.events.role_changed("standby", "joining the group")
-        while not self.worker.stopping:
-            polled = self.consumer.poll(timeout_ms=s.batch_timeout_ms, max_records=s.batch_size)
-            self.events.heartbeat()
-            self._check_join()
-            if self.new_assignment is not None:
-                # Records polled with the new assignment started from the committed
-                # offsets; the takeover may seek elsewhere, so they are dropped and fetched again.
-                self._take_over(self.new_assignment)
-                self.new_assignment = None
-                continue
-            if self.worker.stopping:
-                break  # unprocessed records are simply fetched again by whoever runs next
-            records = [r for tp in sorted(polled) for r in polled[tp]]
-            if records and self.active:
-                self._publish(records)
-            elif not self.active and self.replay_or_fail().apply_available(self.detector):
-                self._report_index()  # a standby's index grows as it tails the changelog
-            self._report_lag()
-            self._maybe_snapshot()
 
-    def _check_join(self) -> None:
+    def check_join(self) -> None:
         """End the session if a group join never completes.
 
         kafka-python 3.0.12 can lose a join whose response arrives between two
@@ -207,50 +297,7 @@ class _Session:
         if waited is not None and time.monotonic() - waited > limit:
             raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
 
-    def replay_or_fail(self) -> ChangelogReplay:
-        assert self.replay is not None, "the session restores before it polls"
-        return self.replay
-
-    def _restore(self) -> None:
-        """Newest usable snapshot, then the changelog after it."""
-        s = self.settings
-        self.events.role_changed("restoring", "restoring state from snapshot and changelog")
-        started = time.perf_counter()
-        self.replay = replay = ChangelogReplay(
-            s.connection(), str(s.changelog_topic), s.input_topic, self.digest, 0, {}, self.events
-        )
-        first, end = replay.bounds()
-
-        def usable(coverage: SnapshotCoverage) -> str | None:
-            if coverage.changelog_offset > end:
-                return f"it covers changelog offset {coverage.changelog_offset}, past the changelog's end {end}"
-            if coverage.changelog_offset < first:
-                return f"the changelog no longer holds offsets {coverage.changelog_offset}..{first} after it"
-            return None
-
-        loaded = self.worker.store.load_newest(s.detection, str(s.changelog_topic), usable)
-        if loaded is None:
-            log.info("no usable snapshot: replaying the whole changelog (offsets %d..%d)", first, end)
-            replay.skip_to(first, {})
-        else:
-            self.detector, coverage = loaded
-            replay.skip_to(coverage.changelog_offset, coverage.positions)
-            self._snapshot_offset = coverage.changelog_offset
-            self._snapshot_documents = len(self.detector) + self.detector.index.evicted_documents
-            self.events.snapshot_current(coverage.written_at)
-        replayed = replay.catch_up(self.detector)
-        if len(self.detector) == 0:
-            self._snapshot_offset = replay.applied_offset  # nothing worth a snapshot yet
-            self.events.snapshot_current(time.time())  # an empty index needs no snapshot to be whole
-        self._report_index()
-        log.info(
-            "restored %d documents (%d replayed from the changelog) in %.2f s",
-            len(self.detector),
-            replayed,
-            time.perf_counter() - started,
-        )
-
-    def _take_over(self, assigned: list[Any]) -> None:
+    def take_over(self, assigned: list[Any]) -> None:
         """Become active (or stay standby if nothing was assigned)."""
         self.events.partitions_assigned(len(assigned))
         if not assigned:
@@ -258,8 +305,7 @@ class _Session:
             self.events.role_changed("standby", "standby: another replica holds the partitions")
             log.info("standby: another replica holds the partitions; tailing the changelog")
             return
-        consumer, replay = self.consumer, self.replay_or_fail()
-        assert consumer is not None
+        consumer, replay = self.consumer, self.replay
         # The committed offsets and the changelog are written in one transaction,
         # but become visible separately: wait until the changelog has caught up
         # with the offsets, or the index would miss batches whose verdicts were published.
@@ -282,17 +328,12 @@ class _Session:
                 consumer.seek_to_beginning(tp)  # never committed: the whole partition is new
         self.positions = dict(replay.positions)
         self.active = True
-        self._report_index()
+        report_index(self.events, self.detector)
         self.events.role_changed("active", f"processing {len(assigned)} partitions")
         log.info("active: %d partitions of %s", len(assigned), self.settings.input_topic)
 
-    def _report_index(self) -> None:
-        self.events.index_changed(
-            len(self.detector), self.detector.memory_bytes(), self.detector.index.evicted_documents
-        )
-
-    def _publish(self, records: list[Any]) -> None:
-        assert self.producer is not None and self.consumer is not None
+    def process_batch(self, records: list[Any]) -> None:
+        """Judge ``records`` and commit all they produce in one transaction, or abort it and end the session."""
         started = time.perf_counter()
         try:
             committed = publish_batch(
@@ -303,30 +344,33 @@ class _Session:
                 self.positions,
                 self.settings.input_reading(),
                 self.destinations,
-                self.digest,
+                self.signature_fingerprint,
                 started,
             )
         except KafkaError as error:
-            self._abort(error)
+            # Abort, and let the error end the session: the detector already
+            # holds the batch, so only a restore gives back an index that matches
+            # what was committed.
+            self.abort(error)
             raise
-        self.replay_or_fail().skip_to(committed.changelog_offset, self.positions)
+        # Our own changelog records are in the detector already: the replay must not apply them again.
+        self.replay.skip_to(committed.changelog_offset, self.positions)
         self.events.batch_committed(committed.report)
 
-    def _abort(self, error: KafkaError) -> None:
+    def abort(self, error: KafkaError) -> None:
         """Abort the open transaction if the producer still can; the broker aborts it otherwise."""
         log.error("batch failed, aborting its transaction: %r", error)
         self.events.transaction_aborted(type(error).__name__)
-        assert self.producer is not None
         try:
             self.producer.flush(timeout=5)
             self.producer.abort_transaction(timeout_ms=5000)
         except KafkaError as abort_error:
             log.warning("could not abort (the transaction times out on the broker): %r", abort_error)
 
-    def _report_lag(self) -> None:
+    def report_lag(self) -> None:
+        """Records behind each assigned partition's end, at most once a second, when active."""
         if not self.active or time.monotonic() - self._last_lag < _LAG_EVERY_SECONDS:
             return
-        assert self.consumer is not None
         self._last_lag = time.monotonic()
         lag = {}
         for tp in self.consumer.assignment():
@@ -335,88 +379,34 @@ class _Session:
                 lag[(tp.topic, tp.partition)] = max(0, end - self.consumer.position(tp))
         self.events.lag_measured(lag)
 
-    def _maybe_snapshot(self) -> None:
-        store, replay = self.worker.store, self.replay_or_fail()
-        new_documents = len(self.detector) + self.detector.index.evicted_documents - self._snapshot_documents
-        due = (
-            time.monotonic() - self._last_snapshot >= self.settings.snapshot_interval_seconds
-            or new_documents >= self.settings.snapshot_every_documents
-        )
-        if not due or store.writing:
+    def snapshot_if_due(self) -> None:
+        """Start a background snapshot if one is due and none is being written."""
+        store, replay = self.worker.store, self.replay
+        if not self.schedule.due(self.detector) or store.writing:
             return
-        self._last_snapshot = time.monotonic()
-        if replay.applied_offset == self._snapshot_offset:
+        unchanged = replay.applied_offset == self.schedule.covered_offset
+        self.schedule.covers(replay.applied_offset, self.detector)
+        if unchanged:
             self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
             return
-        self._snapshot_offset = replay.applied_offset
-        self._snapshot_documents = len(self.detector) + self.detector.index.evicted_documents
-        coverage = SnapshotCoverage(str(self.settings.changelog_topic), replay.applied_offset, dict(replay.positions))
-        store.write_in_background(self.detector, coverage, self.events.snapshot_written, self._snapshot_failed)
+        coverage = SnapshotCoverage(self.settings.changelog_topic, replay.applied_offset, dict(replay.positions))
+        store.write_in_background(self.detector, coverage, self.events.snapshot_written, self.snapshot_failed)
 
-    def _snapshot_failed(self, error: BaseException) -> None:
+    def snapshot_failed(self, error: BaseException) -> None:
         log.error("snapshot failed (the changelog still holds everything): %r", error)
         self.events.snapshot_failed(type(error).__name__)
 
-    def close(self) -> None:
-        """Release everything; when stopping, snapshot first if the grace period allows and leave the group."""
-        if self.worker.stopping:
-            self.events.role_changed("stopping", "shutting down")
-            self._final_snapshot()
-        if self.consumer is not None:
-            self.consumer.close(timeout_ms=max(1000, int(min(5.0, self.worker.remaining_grace()) * 1000)))
-            if self.worker.stopping:
-                self._leave_group()
-        if self.producer is not None:
-            self.producer.close(timeout=max(1.0, min(5.0, self.worker.remaining_grace())))
-        if self.replay is not None:
-            self.replay.close()
-
-    def _final_snapshot(self) -> None:
+    def final_snapshot(self) -> None:
+        """Snapshot on the way out, if anything is new and half the remaining grace period lets the last write end."""
         store, replay = self.worker.store, self.replay
-        if replay is None or not store.wait(max(0.0, self.worker.remaining_grace() / 2)):
+        if not store.wait(max(0.0, self.worker.remaining_grace() / 2)):
             return
-        if replay.applied_offset == self._snapshot_offset:
+        if replay.applied_offset == self.schedule.covered_offset:
             return
-        coverage = SnapshotCoverage(str(self.settings.changelog_topic), replay.applied_offset, dict(replay.positions))
+        coverage = SnapshotCoverage(self.settings.changelog_topic, replay.applied_offset, dict(replay.positions))
 
         def written(seconds: float, pause: float, size: int) -> None:
             self.events.snapshot_written(seconds, pause, size)
             log.info("final snapshot at changelog offset %d (%.2f s)", coverage.changelog_offset, pause + seconds)
 
-        store.write(self.detector, coverage, written, self._snapshot_failed)
-
-    def _leave_group(self) -> None:
-        """A static member does not leave the group on close; remove it, so a standby takes over at once."""
-        s = self.settings
-        try:
-            admin = KafkaAdminClient(**s.connection().options())
-            try:
-                admin.remove_group_members(s.group_id, [MemberToRemove(group_instance_id=s.instance_id)])
-            finally:
-                admin.close()
-        except KafkaError as error:
-            log.warning("could not leave the group (the session times out instead): %r", error)
-
-
-def install_stop_signals(worker: Worker) -> None:
-    """SIGTERM and SIGINT ask the worker to stop; past the grace period the process exits regardless."""
-    import signal
-
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info(
-            "received %s: stopping within %.0f s", signal.Signals(signum).name, worker.settings.shutdown_grace_seconds
-        )
-        worker.request_stop()
-        timer = threading.Timer(worker.settings.shutdown_grace_seconds, _exit_late)
-        timer.daemon = True
-        timer.start()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-
-
-def _exit_late() -> None:
-    # Safe at any moment: whatever was not committed is aborted by the broker
-    # and processed again by the next worker, like after kill -9.
-    log.error("shutdown grace period exceeded: exiting without a clean shutdown")
-    os._exit(1)
+        store.write(self.detector, coverage, written, self.snapshot_failed)

@@ -12,7 +12,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.engine.detector import Detector
-from stream_dedup.errors import ChangelogError
+from stream_dedup.errors import ChangelogError, ReplayTimeoutError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.worker.events import WorkerEvents
@@ -68,13 +68,20 @@ class ChangelogReplay:
         return int(first), int(end)
 
     def catch_up(self, detector: Detector, timeout_seconds: float = 300.0) -> int:
-        """Apply everything committed up to now; return the documents applied."""
+        """Apply everything committed up to now; return the documents applied.
+
+        Raises :class:`ReplayTimeoutError` if that takes longer than ``timeout_seconds``.
+        """
         _, end = self.bounds()
         applied = 0
         deadline = time.monotonic() + timeout_seconds
         while self._consumer.position(self.partition) < end:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"changelog replay stuck at {self._consumer.position(self.partition)} < {end}")
+                raise ReplayTimeoutError(
+                    f"changelog {self.partition.topic} replay stuck at offset "
+                    f"{self._consumer.position(self.partition)} of {end} after {timeout_seconds:.0f} s: "
+                    "check that the brokers serve that topic (the restore starts again when the process restarts)"
+                )
             # A short poll: at the very end only a commit marker may be left, which returns no record.
             applied += self._apply(detector, self._consumer.poll(timeout_ms=100, max_records=_RECORDS_PER_POLL), end)
         return applied

@@ -8,8 +8,9 @@ business (:mod:`stream_dedup.cli.settings_sources`).
 
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import ConfigError
@@ -19,6 +20,7 @@ from stream_dedup.kafka.messages import InputFormat, InputReading
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 LogFormat = Literal["auto", "json", "text"]
 _KAFKA_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_T = TypeVar("_T")
 
 
 def default_instance_id() -> str:
@@ -26,9 +28,14 @@ def default_instance_id() -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:249] or "stream-dedup"
 
 
-def _setting(default: Any, help: str, secret: bool = False) -> Any:
-    """A dataclass field with its help text (shown by `stream-dedup run --help` and the README)."""
+def _setting(default: _T, help: str, secret: bool = False) -> _T:
+    """A dataclass field with its help text (shown by `stream-dedup run --help`), typed as its default."""
     return field(default=default, metadata={"help": help}, repr=not secret)
+
+
+def _computed_setting(compute: Callable[[], _T], help: str) -> _T:
+    """A setting whose default is computed when the settings are built (``help`` says how)."""
+    return field(default_factory=compute, metadata={"help": help})
 
 
 @dataclass(frozen=True)
@@ -50,13 +57,12 @@ class WorkerSettings:
     dead_letter_topic: str = _setting(
         "dead-letters", "topic unprocessable records go to, unchanged, with reason headers"
     )
-    changelog_topic: str | None = _setting(
-        None, "the index's changelog (default GROUP_ID.changelog; created if missing)"
-    )
+    #: Empty until ``__post_init__`` fills in the default, which depends on ``group_id``.
+    changelog_topic: str = _setting("", "the index's changelog (default GROUP_ID.changelog; created if missing)")
     unique_topic: str | None = _setting(None, "if set, the original record of every unique document is forwarded here")
     group_id: str = _setting("stream-dedup", "consumer group; replicas in one group are one active plus standbys")
-    instance_id: str = _setting(
-        None, "this replica's name: group instance id and transactional id (default: host name)"
+    instance_id: str = _computed_setting(
+        default_instance_id, "this replica's name: group instance id and transactional id (default: host name)"
     )
     input_format: InputFormat = _setting(
         "json", "json (an object per record) or text (the value is the text, the key the id)"
@@ -87,9 +93,7 @@ class WorkerSettings:
     log_format: LogFormat = _setting("auto", "json, text, or auto (text on a terminal, else json)")
 
     def __post_init__(self) -> None:
-        if self.instance_id is None:
-            object.__setattr__(self, "instance_id", default_instance_id())
-        if self.changelog_topic is None:
+        if not self.changelog_topic:
             object.__setattr__(self, "changelog_topic", f"{self.group_id}.changelog")
         self._check_names()
         self._check_numbers()

@@ -8,11 +8,11 @@ from hypothesis import strategies as st
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
 from stream_dedup.errors import ChangelogError
-from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, encode_entry, merge_parts, parameters_digest
+from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, encode_entry, merge_parts
 from stream_dedup.lsh import IndexedBatch
 from tests.corpus import make_corpus
 
-DIGEST = parameters_digest(DetectionConfig())
+DIGEST = DetectionConfig().signature_fingerprint()
 
 
 def entry_of(texts: list[str], config: DetectionConfig | None = None) -> ChangelogEntry:
@@ -43,7 +43,7 @@ def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
 def test_an_entry_survives_encoding(verification: str) -> None:
     config = DetectionConfig(verification=verification)  # type: ignore[arg-type]
     entry = entry_of(make_corpus(50, seed=1), config)
-    digest = parameters_digest(config)
+    digest = config.signature_fingerprint()
     (value,) = encode_entry(entry, digest)
     assert_same(decode_entry(value, digest), entry)
 
@@ -52,7 +52,7 @@ def test_an_entry_survives_encoding(verification: str) -> None:
 @given(documents=st.integers(1, 120), max_bytes=st.integers(100, 20_000))
 def test_a_big_batch_splits_into_parts_that_merge_back(documents: int, max_bytes: int) -> None:
     entry = entry_of(make_corpus(documents, seed=documents), DetectionConfig(verification="exact"))
-    digest = parameters_digest(DetectionConfig(verification="exact"))
+    digest = DetectionConfig(verification="exact").signature_fingerprint()
     parts = [decode_entry(value, digest) for value in encode_entry(entry, digest, max_bytes=max_bytes)]
     assert [p.final for p in parts] == [False] * (len(parts) - 1) + [True]
     assert_same(merge_parts(parts), entry)
@@ -74,7 +74,7 @@ def test_a_record_of_an_older_format_is_refused_naming_the_formats() -> None:
 
 def test_records_made_with_other_signature_parameters_are_refused() -> None:
     (value,) = encode_entry(entry_of(["some text here"]), DIGEST)
-    other = parameters_digest(DetectionConfig(shingle_size=7))
+    other = DetectionConfig(shingle_size=7).signature_fingerprint()
     with pytest.raises(ChangelogError, match="other signature parameters"):
         decode_entry(value, other)
 
@@ -83,7 +83,12 @@ def test_the_threshold_does_not_change_the_digest() -> None:
     # Replaying under another threshold (same banding) is sound: the index holds signatures, not verdicts.
     banding = DetectionConfig().banding()
     raised = DetectionConfig(threshold=0.9, bands=banding.bands, rows_per_band=banding.rows_per_band)
-    assert parameters_digest(raised) == DIGEST
+    assert raised.signature_fingerprint() == DIGEST
+
+
+def test_the_signature_fingerprint_of_the_defaults_never_changes_by_accident() -> None:
+    # Running changelogs carry it: a new value makes every one of them unreadable (bump SIGNATURE_FORMAT on purpose).
+    assert DIGEST == "3ee6a1955daf77ef"
 
 
 def test_a_foreign_record_is_refused() -> None:

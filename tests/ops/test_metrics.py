@@ -15,8 +15,8 @@ from stream_dedup.ops.metrics import DEAD_LETTER_REASONS, ROLES, WorkerMetrics, 
 # attribute, exposed name, type, label names: the contract with the dashboard and alert rules.
 CONTRACT = [
     ("build_info", "stream_dedup_build_info", "gauge",
-     ("version", "fingerprint", "threshold", "num_perm", "bands", "rows_per_band", "scheme", "shingle_unit",
-      "shingle_size", "verification")),
+     ("version", "fingerprint", "threshold", "num_perm", "sketch_bits", "bands", "rows_per_band", "scheme",
+      "shingle_unit", "shingle_size", "verification")),
     ("role", "stream_dedup_role", "gauge", ("role",)),
     ("documents", "stream_dedup_documents_total", "counter", ("verdict",)),
     ("dead_letters", "stream_dedup_dead_letters_total", "counter", ("reason",)),
@@ -126,6 +126,7 @@ def test_build_info_labels_are_the_detection_parameters() -> None:
         "fingerprint": config.fingerprint(),
         "threshold": "0.7",
         "num_perm": "64",
+        "sketch_bits": "1024",
         "bands": str(banding.bands),
         "rows_per_band": str(banding.rows_per_band),
         "scheme": "oph",

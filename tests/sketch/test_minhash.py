@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from stream_dedup.errors import ConfigError, InputError
 from stream_dedup.sketch import MinHasher, SignatureBuilder, estimate_jaccard
-from stream_dedup.text import Shingling, normalize, shingle_set
+from stream_dedup.text import ShingleChunk, Shingling, normalize, shingle_chunks, shingle_set
 from tests.corpus import make_corpus
 
 
@@ -126,16 +126,37 @@ def test_signing_in_pieces_equals_signing_whole(text: str, cuts: list[int], unit
     assert (builder.signature() == hasher.signatures([text])[0]).all()
 
 
-def test_merging_builders_gives_the_union_of_shingle_sets() -> None:
-    hasher = MinHasher()
+def union_signature(hasher: MinHasher, texts: list[str]) -> np.ndarray:
+    """The signature of the set union of the texts' shingle hashes, signed as one document."""
+    normalized = [normalize(text) for text in texts]
+    hashes = [
+        chunk.hashes[row, : chunk.counts[row]]
+        for chunk in shingle_chunks(normalized, hasher.shingling, hasher.seed)
+        for row in range(len(chunk.rows))
+    ]
+    union = np.unique(np.concatenate(hashes))
+    chunk = ShingleChunk(rows=np.zeros(1, dtype=np.intp), hashes=union[None, :], counts=np.array([union.size]))
+    return hasher.finalize(hasher.sketch_chunk(chunk))[0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(
+        st.text(alphabet="abc de\tXY\n", min_size=1, max_size=80).filter(lambda t: normalize(t) != ""),
+        min_size=2,
+        max_size=2,
+    ),
+    unit=st.sampled_from(["char", "word"]),
+    size=st.integers(1, 6),
+    scheme=st.sampled_from(["oph", "classic"]),
+)
+def test_merging_builders_signs_the_union_of_shingle_sets(texts: list[str], unit: str, size: int, scheme: str) -> None:
+    hasher = MinHasher(num_perm=64, scheme=scheme, shingling=Shingling(unit, size))  # type: ignore[arg-type]
     left, right = SignatureBuilder(hasher), SignatureBuilder(hasher)
-    left.update("first document about apples")
-    right.update("second document about pears")
-    expected = np.minimum(left.sketch(), right.sketch())
+    left.update(texts[0])
+    right.update(texts[1])
     left.merge(right)
-    assert (left.sketch() == expected).all()
-    union = hasher.finalize(expected[None, :])[0]
-    assert estimate_jaccard(union, left.signature()) == 1.0
+    assert (left.signature() == union_signature(hasher, texts)).all()
 
 
 def test_builder_with_no_text_is_bad_input() -> None:

@@ -1,11 +1,14 @@
 """Worker settings: flags over environment over file over defaults; bad values name the setting."""
 
+import typing
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.errors import ConfigError
+from stream_dedup.worker.settings import WorkerSettings, default_instance_id
 
 
 def test_flags_win_over_the_environment_which_wins_over_the_file(tmp_path: Path) -> None:
@@ -25,6 +28,24 @@ def test_the_config_file_can_come_from_the_environment(tmp_path: Path) -> None:
     settings = resolve_settings({}, {"STREAM_DEDUP_CONFIG": str(config)})
     assert settings.group_id == "dedup-ads"
     assert settings.changelog_topic == "dedup-ads.changelog"
+
+
+def test_computed_defaults_are_filled_in() -> None:
+    settings = resolve_settings({}, {"STREAM_DEDUP_GROUP_ID": "dedup-ads", "STREAM_DEDUP_CHANGELOG_TOPIC": ""})
+    assert settings.changelog_topic == "dedup-ads.changelog"
+    assert settings.instance_id == default_instance_id()
+    assert settings.transactional_id == f"dedup-ads-{default_instance_id()}"
+
+
+def test_every_setting_holds_a_value_of_its_declared_type() -> None:
+    settings = WorkerSettings()
+    hints = typing.get_type_hints(WorkerSettings)
+    for setting in fields(settings):
+        value, declared = getattr(settings, setting.name), hints[setting.name]
+        if typing.get_origin(declared) is typing.Literal:
+            assert value in typing.get_args(declared), setting.name
+        else:
+            assert isinstance(value, declared), f"{setting.name}: {value!r} is not a {declared}"
 
 
 def test_values_from_the_environment_are_typed() -> None:

@@ -1,4 +1,4 @@
-"""Local snapshots of the index: written in the background, loaded newest-valid-first.
+"""Local snapshots of the index: when one is due, written in the background, loaded newest-valid-first.
 
 A snapshot is an optimisation: the changelog topic alone can rebuild the
 index, a snapshot only saves replaying all of it. So a damaged snapshot is
@@ -51,6 +51,44 @@ class SnapshotCoverage:
             int(metadata["changelog_offset"]),
             {int(p): int(o) for p, o in metadata["positions"].items()},
         )
+
+
+class SnapshotSchedule:
+    """When the next snapshot is due: ``interval_seconds`` after the last, or ``every_documents`` documents later.
+
+    Documents are counted as ever indexed (held plus evicted by retention), so
+    that an index evicting as fast as it takes documents in still gets its
+    snapshots, and a restart never replays more than ``every_documents``.
+
+    Attributes:
+        covered_offset: changelog offset the newest snapshot covers (-1: none yet).
+    """
+
+    def __init__(
+        self, interval_seconds: float, every_documents: int, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.interval_seconds = interval_seconds
+        self.every_documents = every_documents
+        self.covered_offset = -1
+        self._clock = clock
+        self._since = clock()
+        self._documents = 0
+
+    def due(self, detector: Detector) -> bool:
+        return (
+            self._clock() - self._since >= self.interval_seconds
+            or _indexed_ever(detector) - self._documents >= self.every_documents
+        )
+
+    def covers(self, changelog_offset: int, detector: Detector) -> None:
+        """The newest snapshot holds ``detector`` as of ``changelog_offset``: the next is due from now."""
+        self.covered_offset = changelog_offset
+        self._documents = _indexed_ever(detector)
+        self._since = self._clock()
+
+
+def _indexed_ever(detector: Detector) -> int:
+    return len(detector) + detector.index.evicted_documents
 
 
 #: Called when a background write ends: (seconds writing, seconds the caller paused, file size) or the error.

@@ -1,0 +1,51 @@
+"""The changelog topic's configuration follows the index's retention and holds its largest record."""
+
+import numpy as np
+import pytest
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.detector import Detector
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.lsh import IndexedBatch
+from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.topics import CHANGELOG_MAX_MESSAGE_BYTES, changelog_configs
+from tests.corpus import make_corpus
+
+
+def test_an_index_without_retention_keeps_its_whole_changelog() -> None:
+    configs = changelog_configs(WorkerSettings())
+    assert configs["cleanup.policy"] == "delete"
+    assert configs["retention.ms"] == "-1"
+    assert "retention.bytes" not in configs
+
+
+def test_age_retention_keeps_the_changelog_twice_as_long() -> None:
+    configs = changelog_configs(WorkerSettings(detection=DetectionConfig(max_age_seconds=3600)))
+    assert configs["retention.ms"] == str(2 * 3600 * 1000)
+
+
+@pytest.mark.parametrize(("id_bytes", "times"), [(40, 2), (200, 1)])
+def test_count_retention_keeps_the_bytes_of_the_documents_the_index_holds(id_bytes: int, times: int) -> None:
+    """Twice over for ids of about 48 bytes; at least once for ids up to ~200 bytes."""
+    detection = DetectionConfig(max_documents=10_000)
+    kept = int(changelog_configs(WorkerSettings(detection=detection))["retention.bytes"])
+    # Measured, not restated: what a batch of 1,000 such documents takes in the changelog.
+    ids = [f"{i:0{id_bytes}d}" for i in range(1000)]
+    signed = Detector(detection).sign(make_corpus(1000, seed=2))
+    documents = IndexedBatch(ids, signed, np.zeros(1000), np.arange(1000, dtype=np.uint64))
+    entry = ChangelogEntry(documents, "documents", {0: 1000})
+    per_document = sum(len(v) for v in encode_entry(entry, detection.signature_fingerprint())) / 1000
+    assert times * 10_000 * per_document <= kept <= 3 * 10_000 * per_document
+
+
+def test_the_changelog_accepts_the_record_of_the_largest_document_with_exact_verification() -> None:
+    settings = WorkerSettings(detection=DetectionConfig(verification="exact"))
+    assert int(changelog_configs(settings)["max.message.bytes"]) == CHANGELOG_MAX_MESSAGE_BYTES
+    # Random letters: about as many distinct shingles as characters, the worst case.
+    rng = np.random.default_rng(1)
+    text = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz "), settings.max_document_bytes))
+    signed = Detector(settings.detection).sign([text])
+    documents = IndexedBatch(["largest"], signed, np.zeros(1), np.zeros(1, np.uint64))
+    entry = ChangelogEntry(documents, "documents", {0: 1})
+    (value,) = encode_entry(entry, settings.detection.signature_fingerprint())
+    assert 3 << 20 < len(value) <= CHANGELOG_MAX_MESSAGE_BYTES
