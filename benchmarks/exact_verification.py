@@ -39,15 +39,20 @@ BAR_TIME_RATIO, BAR_PEAK_BYTES = 3.0, 1.5e9
 
 
 def pieces() -> list[str]:
-    """Real paragraphs cut into pieces of about ``PIECE`` characters, at word boundaries."""
+    """Real paragraphs (of 100 characters or more) cut into pieces of about ``PIECE`` characters at word boundaries.
+
+    A paragraph's last piece is kept when it has at least 150 characters.
+    """
     out = []
-    for paragraph in real_paragraphs():
-        words, piece = paragraph.split(), ""
-        for word in words:
+    for paragraph in real_paragraphs(min_chars=100, max_chars=1_000_000):
+        piece = ""
+        for word in paragraph.split():
             piece = f"{piece} {word}" if piece else word
             if len(piece) >= PIECE:
                 out.append(piece)
                 piece = ""
+        if len(piece) >= 150:
+            out.append(piece)
     return out
 
 

@@ -6,7 +6,7 @@ The changelog is built as a run of the worker would have written it, without pus
 batches of 1,000 (two processes), and each batch becomes the changelog record
 ``encode_entry`` makes of it, written in a transaction of its own by a producer with
 the worker's options. The benchmark process also feeds every batch to a ``Detector``
-through ``process_signatures``, which gives the index the worker would hold, and
+through ``process_signed``, which gives the index the worker would hold, and
 snapshots it with ``SnapshotStore.write_in_background`` (as the worker does) at 90%
 of the documents and at the end. Both the pause that capture imposes on the caller
 (the worker's loop stall) and the background write are timed.
@@ -47,7 +47,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import numpy.typing as npt
 from _table import Row, print_table
 from corpus import real_paragraphs
 from kafka_stage import (
@@ -67,6 +66,7 @@ from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.snapshot import load_snapshot
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection, transactional_producer
+from stream_dedup.lsh import IndexedBatch, SignedBatch
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotStore
 
@@ -102,14 +102,14 @@ def kilobyte_batch(index: int, size: int = BATCH) -> list[str]:
     return texts
 
 
-def signed_batch(index: int) -> npt.NDArray[np.uint8]:
-    """The compact signatures of batch ``index`` (run in a pool process)."""
+def signed_batch(index: int) -> SignedBatch:
+    """The sketches and keys of batch ``index`` (run in a pool process)."""
     assert _signer is not None, "the pool starts the signer"
-    return _signer.sign(kilobyte_batch(index))[0]
+    return _signer.sign(kilobyte_batch(index))
 
 
-def signed_batches(count: int) -> Iterator[npt.NDArray[np.uint8]]:
-    """Signatures of batches 0..count-1, in order, signed by two processes."""
+def signed_batches(count: int) -> Iterator[SignedBatch]:
+    """Sketches and keys of batches 0..count-1, in order, signed by two processes."""
     with multiprocessing.get_context("spawn").Pool(2, initializer=_start_signer) as pool:
         yield from pool.imap(signed_batch, range(count), chunksize=4)
 
@@ -151,21 +151,22 @@ def build(bootstrap: str, name: str, documents: int, snapshot_root: Path) -> Bui
         WorkerSettings().transaction_timeout_seconds,
     )
     producer.init_transactions()
-    batches: list[tuple[list[str], npt.NDArray[np.uint8], npt.NDArray[np.float64], dict[int, int], int]] = []
+    batches: list[tuple[IndexedBatch, dict[int, int], int]] = []
     changelog_bytes = 0
     clock = time.time() - documents / 1000  # event times 1 ms apart, ending now
     try:
-        for i, signatures in enumerate(signed_batches(documents // BATCH)):
-            ids = [f"d{n:08d}" for n in range(i * BATCH, (i + 1) * BATCH)]
-            event_times = clock + np.arange(i * BATCH, (i + 1) * BATCH) / 1000
+        for i, signed in enumerate(signed_batches(documents // BATCH)):
+            numbers = np.arange(i * BATCH, (i + 1) * BATCH)
+            ids = [f"d{n:08d}" for n in numbers]
+            indexed = IndexedBatch(ids, signed, clock + numbers / 1000, numbers.astype(np.uint64))
             # Input positions after this batch, had it been read round-robin from 3 partitions.
             positions = {p: ((i + 1) * BATCH + PARTITIONS - 1 - p) // PARTITIONS for p in range(PARTITIONS)}
-            values = encode_entry(ChangelogEntry(ids, signatures, event_times, None, input_topic, positions), digest)
+            values = encode_entry(ChangelogEntry(indexed, input_topic, positions), digest)
             changelog_bytes += sum(len(v) for v in values)
             producer.begin_transaction()
             sends = [producer.send(changelog_topic, value=v, partition=0) for v in values]
             producer.commit_transaction()
-            batches.append((ids, signatures, event_times, positions, sends[-1].get().offset + 1))
+            batches.append((indexed, positions, sends[-1].get().offset + 1))
     finally:
         producer.close()
 
@@ -175,9 +176,9 @@ def build(bootstrap: str, name: str, documents: int, snapshot_root: Path) -> Bui
     snapshot_after = {round(len(batches) * SNAPSHOT_SHARE), len(batches)}
     snapshots: list[Snapshot] = []
     index_seconds = 0.0
-    for i, (ids, signatures, event_times, positions, changelog_offset) in enumerate(batches, start=1):
+    for i, (indexed, positions, changelog_offset) in enumerate(batches, start=1):
         t = time.perf_counter()
-        detector.process_signatures(ids, signatures, event_times)
+        detector.process_signed(indexed)
         index_seconds += time.perf_counter() - t
         if i in snapshot_after:
             coverage = SnapshotCoverage(changelog_topic, changelog_offset, positions)
@@ -324,7 +325,7 @@ def main() -> None:
         Row(
             "changelog replay docs/s (full replay)",
             rate,
-            "process_signatures, same batches, no Kafka",
+            "process_signed, same batches, no Kafka",
             in_process,
         ),
         Row(

@@ -10,10 +10,10 @@ own:
 * ours: the real ``stream_dedup.worker.loop.Worker`` in a thread of this process, with
   its default settings (batches of 1,000, t=0.8, 128 perms, char 5-shingles).
 * pass-through, worker path: the same ``Worker`` with the detection taken out
-  (``Detector.sign`` returns zero signatures, ``process_signatures`` says "unique"
+  (``Detector.sign`` returns zero sketches and keys, ``process_signed`` says "unique"
   without touching the index). All else is the worker's own code: the poll, reading
   the records (JSON, normalisation), the verdict JSON, the changelog record (the same
-  size: 128 zero bytes per document), the transaction and the offsets.
+  size: zero sketches and keys per document), the transaction and the offsets.
 * pass-through, bare relay: a loop written here around the worker's own two clients
   (``stream_dedup.kafka.clients``: ``transactional_producer`` with ``PRODUCER_TUNING``,
   ``group_consumer``: ``read_committed``, static membership, the single-active
@@ -72,7 +72,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -87,6 +87,7 @@ from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection, group_consumer, transactional_producer
 from stream_dedup.kafka.messages import Source, verdict_value
+from stream_dedup.lsh import IndexedBatch, SignedBatch
 from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
@@ -351,21 +352,23 @@ def with_retries(run: Callable[[], T], what: str, stalls: list[str]) -> T:
     raise AssertionError("unreachable")
 
 
+def _zero_signed(config: DetectionConfig, documents: int) -> SignedBatch:
+    """What signing ``documents`` documents yields, all zeros: the same bytes, no work."""
+    return SignedBatch(
+        np.zeros((documents, config.sketch_bits // 8), dtype=np.uint8),
+        np.zeros((documents, config.banding().bands + 1), dtype=np.uint32),
+    )
+
+
 class _NoDetection(Detector):
-    """The pass-through's detector: zero signatures, every document unique, nothing indexed."""
+    """The pass-through's detector: zero sketches and keys, every document unique, nothing indexed."""
 
-    def sign(self, texts: Sequence[str], normalized: bool = False) -> tuple[npt.NDArray[np.uint8], None]:
-        return np.zeros((len(texts), self.config.num_perm), dtype=np.uint8), None
+    def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
+        return _zero_signed(self.config, len(texts))
 
-    def process_signatures(
-        self,
-        ids: list[str],
-        signatures: npt.NDArray[np.uint8],
-        event_times: npt.NDArray[np.float64],
-        shingles: Any = None,
-    ) -> list[Verdict]:
-        self.last_batch_candidates = np.zeros(len(ids), dtype=np.int64)
-        return [Verdict(doc_id, "unique") for doc_id in ids]
+    def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
+        self.last_batch_candidates = np.zeros(len(batch.ids), dtype=np.int64)
+        return [Verdict(doc_id, "unique") for doc_id in batch.ids]
 
 
 def worker_stage(
@@ -429,14 +432,8 @@ def relay_payloads(input_topic: str, config: DetectionConfig) -> tuple[bytes, in
         Verdict("d0012345", "unique"), Source(input_topic, 1, 12_345, int(time.time() * 1000)), config.fingerprint()
     )
     ids = [f"d{i:07d}" for i in range(BATCH)]
-    entry = ChangelogEntry(
-        ids,
-        np.zeros((BATCH, config.num_perm), dtype=np.uint8),
-        np.zeros(BATCH),
-        None,
-        input_topic,
-        {p: 33_334 for p in range(PARTITIONS)},
-    )
+    documents = IndexedBatch(ids, _zero_signed(config, BATCH), np.zeros(BATCH), np.zeros(BATCH, dtype=np.uint64))
+    entry = ChangelogEntry(documents, input_topic, {p: 33_334 for p in range(PARTITIONS)})
     changelog = sum(len(value) for value in encode_entry(entry, config.signature_fingerprint()))
     return verdict, -(-changelog // BATCH)
 
