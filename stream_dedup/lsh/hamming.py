@@ -6,7 +6,9 @@ under some of its bits, and pigeonhole guarantees that any fingerprint
 within ``k`` of the query shares the query's key in at least one table.
 Candidates from every table are checked on the full fingerprint (XOR and
 popcount), so the answer is exact: every stored fingerprint within ``k``,
-and nothing beyond.
+and nothing beyond. All of them: a fingerprint stored ``m`` times makes each
+new copy report ``m`` matches, so callers that need only one (the earliest,
+the nearest) pick it from :class:`NearMatches`.
 
 Every document is compared with every earlier one. :meth:`HammingIndex.search_and_add`
 searches the stored documents and the earlier rows of the same batch
@@ -25,7 +27,7 @@ count or age (:class:`~stream_dedup.lsh.Retention`).
 :meth:`HammingIndex.export` gives plain arrays and JSON-able metadata (for
 snapshots); the tables are not exported but rebuilt by :meth:`HammingIndex.restore`:
 they are a function of the fingerprints, so a snapshot cannot hold tables
-that disagree with its fingerprints, and is a third of the size.
+that disagree with its fingerprints, and is about half the size.
 """
 
 from dataclasses import dataclass
