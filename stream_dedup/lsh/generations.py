@@ -1,0 +1,128 @@
+"""Generations: how an index remembers a stretch of the stream and forgets the rest.
+
+An index is a list of generations, oldest first; only the newest takes new
+documents, numbered ``base_seq + local`` globally. Retention
+(:class:`~stream_dedup.lsh.Retention`) seals the newest generation when it
+holds a quarter of ``max_documents`` or spans a quarter of ``max_age_seconds``,
+and evicts whole oldest generations, so forgetting costs nothing per
+document and never touches a table. This module holds that policy and the
+id storage for indexes of any kind of table (the Hamming index uses it;
+:class:`~stream_dedup.lsh.BandIndex` predates it and keeps its own copy).
+"""
+
+from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.lsh.arena import Arena
+from stream_dedup.lsh.index import GENERATIONS_PER_RETENTION, Retention
+
+IntArray = npt.NDArray[np.intp]
+
+
+class Generation(Protocol):
+    """What retention needs of a generation."""
+
+    base_seq: int
+    first_event_time: float
+    last_event_time: float
+
+    def __len__(self) -> int: ...
+
+
+G = TypeVar("G", bound=Generation)
+
+
+class GenerationList(Generic[G]):
+    """Generations oldest first, opened and evicted by a :class:`~stream_dedup.lsh.Retention`."""
+
+    def __init__(self, retention: Retention, open_generation: Callable[[int, int | None], G]) -> None:
+        """``open_generation(base_seq, capacity)`` makes an empty generation (capacity in documents, if known)."""
+        self.retention = retention
+        self._open = open_generation
+        self.items: list[G] = [open_generation(0, self.capacity)]
+        self.evicted_documents = 0
+        self.newest_event_time = float("-inf")
+
+    def __len__(self) -> int:
+        return sum(len(g) for g in self.items)
+
+    @property
+    def newest(self) -> G:
+        return self.items[-1]
+
+    @property
+    def next_seq(self) -> int:
+        """Sequence number the next inserted document gets."""
+        return self.newest.base_seq + len(self.newest)
+
+    @property
+    def capacity(self) -> int | None:
+        """Documents per generation under retention by count (a generation is then sealed)."""
+        limit = self.retention.max_documents
+        return None if limit is None else -(-limit // GENERATIONS_PER_RETENTION)
+
+    def note_event_times(self, times: npt.NDArray[np.float64]) -> None:
+        if times.size:
+            self.newest_event_time = max(self.newest_event_time, float(times.max()))
+
+    def apply_retention(self) -> G | None:
+        """Seal the newest generation if it is full or spans enough time, then evict; return the sealed one."""
+        newest = self.newest
+        limit = self.retention.max_documents
+        max_age = self.retention.max_age_seconds
+        full = self.capacity is not None and len(newest) >= self.capacity
+        aged = (
+            max_age is not None
+            and newest.last_event_time - newest.first_event_time >= max_age / GENERATIONS_PER_RETENTION
+        )
+        sealed = None
+        if full or aged:
+            sealed = newest
+            self.items.append(self._open(self.next_seq, self.capacity))
+        while len(self.items) > 1:
+            oldest = self.items[0]
+            too_many = limit is not None and len(self) - len(oldest) >= limit
+            too_old = max_age is not None and oldest.last_event_time < self.newest_event_time - max_age
+            if not (too_many or too_old):
+                break
+            self.evicted_documents += len(oldest)
+            del self.items[0]
+        return sealed
+
+    def locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[G, IntArray, IntArray]]:
+        """Split sequence numbers by generation: ``(generation, positions in seqs, local numbers)``."""
+        parts = []
+        for generation in self.items:
+            inside = np.flatnonzero((seqs >= generation.base_seq) & (seqs < generation.base_seq + len(generation)))
+            if inside.size:
+                parts.append((generation, inside, (seqs[inside] - generation.base_seq).astype(np.intp)))
+        return parts
+
+
+class IdArena:
+    """Document ids of a generation: UTF-8 bytes in one arena, and each id's end offset (uint64)."""
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.bytes = Arena((), np.uint8)
+        self.ends = Arena((), np.uint64, capacity)
+
+    @property
+    def nbytes(self) -> int:
+        return self.bytes.nbytes + self.ends.nbytes
+
+    def extend(self, ids: list[str]) -> None:
+        encoded = [doc_id.encode("utf-8") for doc_id in ids]
+        self.bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
+        previous = self.ends.values[-1] if len(self.ends) else 0
+        self.ends.extend(np.cumsum([len(e) for e in encoded], dtype=np.uint64) + previous)
+
+    def ids_of(self, local: IntArray) -> list[str]:
+        """Ids by local number, in the order asked."""
+        ends = self.ends.values
+        stops = ends[local].tolist()
+        starts = np.where(local > 0, ends[local - 1], 0).tolist()
+        data = memoryview(self.bytes.values.data)
+        return [str(data[a:b], "utf-8") for a, b in zip(starts, stops, strict=True)]

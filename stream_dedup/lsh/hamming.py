@@ -1,0 +1,351 @@
+"""The Hamming index: every stored 64-bit fingerprint within distance ``k`` of a query, exactly.
+
+Manku, Jain and Das Sarma's permuted tables (layout in
+:mod:`~stream_dedup.lsh.hamming_params`): each table files a fingerprint
+under some of its bits, and pigeonhole guarantees that any fingerprint
+within ``k`` of the query shares the query's key in at least one table.
+Candidates from every table are checked on the full fingerprint (XOR and
+popcount), so the answer is exact: every stored fingerprint within ``k``,
+and nothing beyond. All of them: a fingerprint stored ``m`` times makes each
+new copy report ``m`` matches, so callers that need only one (the earliest,
+the nearest) pick it from :class:`NearMatches`.
+
+Every document is compared with every earlier one. :meth:`HammingIndex.search_and_add`
+searches the stored documents and the earlier rows of the same batch
+(:func:`matches_within_batch`) before inserting the batch, so a verdict
+never depends on where batch boundaries fall.
+
+Storage, per document: the fingerprint (8 bytes) once, its id in a byte
+arena (UTF-8 bytes plus an 8-byte end offset), and in each table its key and
+uint32 local number (see :mod:`~stream_dedup.lsh.hamming_runs`): 24 bytes
+for the 4 tables of ``k = 3``, so about 40 bytes plus the id's length.
+
+Retention works as in :class:`~stream_dedup.lsh.BandIndex`: documents live in
+generations, the newest takes inserts, and whole generations are evicted by
+count or age (:class:`~stream_dedup.lsh.Retention`).
+
+:meth:`HammingIndex.export` gives plain arrays and JSON-able metadata (for
+snapshots); the tables are not exported but rebuilt by :meth:`HammingIndex.restore`:
+they are a function of the fingerprints, so a snapshot cannot hold tables
+that disagree with its fingerprints, and is about half the size.
+"""
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
+from stream_dedup.lsh.arena import Arena
+from stream_dedup.lsh.generations import GenerationList, IdArena
+from stream_dedup.lsh.hamming_params import HammingLayout, KeyArray
+from stream_dedup.lsh.hamming_runs import IntArray, RunStack, SortedRun
+from stream_dedup.lsh.index import Retention
+from stream_dedup.sketch.simhash import hamming_distance
+from stream_dedup.text.hashing import U64, Uint64Array
+
+#: Names the export format; :meth:`HammingIndex.restore` refuses any other.
+EXPORT_FORMAT = "stream-dedup/hamming-index/1"
+
+
+@dataclass(frozen=True)
+class NearMatches:
+    """Pairs (batch row, earlier document) within the index's distance, sorted by row then sequence number.
+
+    Attributes:
+        rows: batch row of each pair.
+        seqs: global sequence number of the earlier document of each pair.
+        distances: Hamming distance of the pair's fingerprints (uint8).
+    """
+
+    rows: IntArray
+    seqs: npt.NDArray[np.int64]
+    distances: npt.NDArray[np.uint8]
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+
+class HammingIndex:
+    """Exact Hamming-distance search over generations of 64-bit fingerprints."""
+
+    def __init__(self, layout: HammingLayout, retention: Retention | None = None) -> None:
+        """``retention`` defaults to remembering every document."""
+        self.layout = layout
+        self.generations = GenerationList(retention or Retention(), self._open_generation)
+
+    def __len__(self) -> int:
+        return len(self.generations)
+
+    @property
+    def max_distance(self) -> int:
+        return self.layout.max_distance
+
+    @property
+    def retention(self) -> Retention:
+        return self.generations.retention
+
+    @property
+    def next_seq(self) -> int:
+        """Sequence number the next inserted document gets."""
+        return self.generations.next_seq
+
+    @property
+    def evicted_documents(self) -> int:
+        return self.generations.evicted_documents
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the index's arrays, allocated whether used or not."""
+        return sum(g.nbytes for g in self.generations.items)
+
+    def search(self, fingerprints: Uint64Array) -> NearMatches:
+        """Stored documents within ``max_distance`` of each of ``fingerprints`` ``(n,)`` uint64."""
+        keys = self.layout.keys(fingerprints)
+        parts = [g.search(keys, fingerprints, self.max_distance) for g in self.generations.items]
+        return _sorted_matches(
+            np.concatenate([rows for rows, _, _ in parts]),
+            np.concatenate([seqs for _, seqs, _ in parts]),
+            np.concatenate([distances for _, _, distances in parts]),
+        )
+
+    def search_and_add(
+        self, fingerprints: Uint64Array, ids: list[str], event_times: npt.NDArray[np.float64] | None = None
+    ) -> NearMatches:
+        """Every earlier document within ``max_distance`` of each row, then insert the batch.
+
+        Earlier documents are the stored ones and the earlier rows of this
+        batch (which get sequence numbers ``next_seq + row``).
+        """
+        keys = self.layout.keys(fingerprints)
+        run = SortedRun.build(keys, np.arange(fingerprints.size, dtype=np.uint32))
+        stored = [g.search(keys, fingerprints, self.max_distance) for g in self.generations.items]
+        rows, earlier, distances = _within_batch(run, keys, fingerprints, self.max_distance)
+        matches = _sorted_matches(
+            np.concatenate([rows, *[r for r, _, _ in stored]]),
+            np.concatenate([earlier.astype(np.int64) + self.next_seq, *[s for _, s, _ in stored]]),
+            np.concatenate([distances, *[d for _, _, d in stored]]),
+        )
+        self._insert(fingerprints, ids, event_times, run)
+        return matches
+
+    def add(
+        self, fingerprints: Uint64Array, ids: list[str], event_times: npt.NDArray[np.float64] | None = None
+    ) -> None:
+        """Insert a batch without searching (sequence numbers ``next_seq`` onwards), then apply retention."""
+        run = SortedRun.build(self.layout.keys(fingerprints), np.arange(fingerprints.size, dtype=np.uint32))
+        self._insert(fingerprints, ids, event_times, run)
+
+    def fingerprints_of(self, seqs: npt.NDArray[np.int64]) -> Uint64Array:
+        """Fingerprints of stored documents by sequence number."""
+        out = np.empty(seqs.size, dtype=U64)
+        for generation, positions, local in self.generations.locate(seqs):
+            out[positions] = generation.fingerprints.values[local]
+        return out
+
+    def ids_of(self, seqs: npt.NDArray[np.int64]) -> list[str]:
+        """Ids of stored documents by sequence number, in the order asked."""
+        ids: list[str] = [""] * seqs.size
+        for generation, positions, local in self.generations.locate(seqs):
+            for position, doc_id in zip(positions.tolist(), generation.ids.ids_of(local), strict=True):
+                ids[position] = doc_id
+        return ids
+
+    def export(self) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+        """``(metadata, arrays)``: JSON-able metadata and named plain arrays that :meth:`restore` takes back."""
+        arrays: dict[str, np.ndarray] = {}
+        generations = []
+        for number, g in enumerate(self.generations.items):
+            arrays[f"generation{number}.fingerprints"] = g.fingerprints.values.copy()
+            arrays[f"generation{number}.id_bytes"] = g.ids.bytes.values.copy()
+            arrays[f"generation{number}.id_ends"] = g.ids.ends.values.copy()
+            generations.append(
+                {
+                    "base_seq": g.base_seq,
+                    "documents": len(g),
+                    "first_event_time": _finite_or_none(g.first_event_time),
+                    "last_event_time": _finite_or_none(g.last_event_time),
+                }
+            )
+        metadata = {
+            "format": EXPORT_FORMAT,
+            "max_distance": self.max_distance,
+            "levels": list(self.layout.levels),
+            "retention": {
+                "max_documents": self.retention.max_documents,
+                "max_age_seconds": self.retention.max_age_seconds,
+            },
+            "evicted_documents": self.evicted_documents,
+            "newest_event_time": _finite_or_none(self.generations.newest_event_time),
+            "generations": generations,
+        }
+        return metadata, arrays
+
+    @classmethod
+    def restore(
+        cls, metadata: dict[str, Any], arrays: dict[str, np.ndarray], layout: HammingLayout | None = None
+    ) -> "HammingIndex":
+        """The index :meth:`export` described, its tables rebuilt (with ``layout``, default the exported one).
+
+        Raises :class:`~stream_dedup.errors.IncompatibleSnapshotError` for
+        another format or distance, :class:`~stream_dedup.errors.CorruptSnapshotError`
+        for missing or inconsistent arrays.
+        """
+        if metadata.get("format") != EXPORT_FORMAT:
+            raise IncompatibleSnapshotError(
+                f"Hamming index export has format {metadata.get('format')!r}, this version reads {EXPORT_FORMAT!r}"
+            )
+        exported = HammingLayout(int(metadata["max_distance"]), tuple(metadata["levels"]))
+        layout = layout or exported
+        if layout.max_distance != exported.max_distance:
+            raise IncompatibleSnapshotError(
+                f"Hamming index was exported with max_distance={exported.max_distance}, "
+                f"cannot restore it with max_distance={layout.max_distance}"
+            )
+        index = cls(layout, Retention(**metadata["retention"]))
+        capacity = index.generations.capacity
+        index.generations.items = [
+            _Generation.restore(layout, capacity, meta, arrays, number)
+            for number, meta in enumerate(metadata["generations"])
+        ]
+        if not index.generations.items:
+            raise CorruptSnapshotError("Hamming index export lists no generation")
+        index.generations.evicted_documents = int(metadata["evicted_documents"])
+        index.generations.newest_event_time = _float_or(metadata["newest_event_time"], float("-inf"))
+        return index
+
+    def _insert(
+        self,
+        fingerprints: Uint64Array,
+        ids: list[str],
+        event_times: npt.NDArray[np.float64] | None,
+        run: SortedRun,
+    ) -> None:
+        if len(ids) != fingerprints.size:
+            raise ValueError(f"{fingerprints.size} fingerprints but {len(ids)} ids")
+        times = np.zeros(fingerprints.size) if event_times is None else event_times
+        self.generations.newest.add(fingerprints, ids, times, run)
+        self.generations.note_event_times(times)
+        sealed = self.generations.apply_retention()
+        if sealed is not None:
+            # A sealed generation takes no more inserts: one run makes its searches cheapest.
+            sealed.runs.compact()
+
+    def _open_generation(self, base_seq: int, capacity: int | None) -> "_Generation":
+        return _Generation(self.layout, base_seq, capacity)
+
+
+def matches_within_batch(fingerprints: Uint64Array, layout: HammingLayout) -> NearMatches:
+    """Pairs of rows of one batch within ``layout.max_distance``, each row with its earlier rows.
+
+    ``seqs`` holds the earlier row's position in the batch.
+    """
+    keys = layout.keys(fingerprints)
+    run = SortedRun.build(keys, np.arange(fingerprints.size, dtype=np.uint32))
+    rows, earlier, distances = _within_batch(run, keys, fingerprints, layout.max_distance)
+    return _sorted_matches(rows, earlier.astype(np.int64), distances)
+
+
+class _Generation:
+    """Fingerprints, ids and sorted runs of a stretch of consecutive documents, numbered locally from 0."""
+
+    def __init__(self, layout: HammingLayout, base_seq: int, capacity: int | None) -> None:
+        self.layout = layout
+        self.base_seq = base_seq
+        self.fingerprints = Arena((), np.uint64, capacity or 0)
+        self.ids = IdArena(capacity or 0)
+        self.runs = RunStack()
+        self.first_event_time = float("inf")
+        self.last_event_time = float("-inf")
+
+    def __len__(self) -> int:
+        return len(self.fingerprints)
+
+    @property
+    def nbytes(self) -> int:
+        return self.fingerprints.nbytes + self.ids.nbytes + self.runs.nbytes
+
+    def add(self, fingerprints: Uint64Array, ids: list[str], times: npt.NDArray[np.float64], run: SortedRun) -> None:
+        """Store a batch whose run numbers its rows from 0."""
+        self.runs.push(run.shifted(len(self)))
+        self.fingerprints.extend(fingerprints)
+        self.ids.extend(ids)
+        if times.size:
+            self.first_event_time = min(self.first_event_time, float(times.min()))
+            self.last_event_time = max(self.last_event_time, float(times.max()))
+
+    def search(
+        self, keys: list[KeyArray], fingerprints: Uint64Array, max_distance: int
+    ) -> tuple[IntArray, npt.NDArray[np.int64], npt.NDArray[np.uint8]]:
+        """``(rows, seqs, distances)`` of stored documents within ``max_distance``; pairs may repeat."""
+        query, local = self.runs.search(keys)
+        distances = hamming_distance(fingerprints[query], self.fingerprints.values[local])
+        near = distances <= max_distance
+        return query[near], local[near].astype(np.int64) + self.base_seq, distances[near]
+
+    @classmethod
+    def restore(
+        cls,
+        layout: HammingLayout,
+        capacity: int | None,
+        meta: dict[str, Any],
+        arrays: dict[str, np.ndarray],
+        number: int,
+    ) -> "_Generation":
+        try:
+            fingerprints = np.asarray(arrays[f"generation{number}.fingerprints"], dtype=np.uint64)
+            id_bytes = np.asarray(arrays[f"generation{number}.id_bytes"], dtype=np.uint8)
+            id_ends = np.asarray(arrays[f"generation{number}.id_ends"], dtype=np.uint64)
+        except KeyError as missing:
+            raise CorruptSnapshotError(f"Hamming index export lacks array {missing}") from None
+        documents = int(meta["documents"])
+        consistent = (
+            fingerprints.shape == (documents,)
+            and id_ends.shape == (documents,)
+            and (int(id_ends[-1]) if documents else 0) == id_bytes.size
+            and bool((np.diff(id_ends.astype(np.int64), prepend=0) >= 0).all())
+        )
+        if not consistent:
+            raise CorruptSnapshotError(
+                f"Hamming index export: arrays of generation {number} do not hold {documents} documents"
+            )
+        generation = cls(layout, int(meta["base_seq"]), max(capacity or 0, documents))
+        generation.fingerprints.extend(fingerprints)
+        generation.ids.bytes.extend(id_bytes)
+        generation.ids.ends.extend(id_ends)
+        if documents:
+            generation.runs.push(SortedRun.build(layout.keys(fingerprints), np.arange(documents, dtype=np.uint32)))
+        generation.first_event_time = _float_or(meta["first_event_time"], float("inf"))
+        generation.last_event_time = _float_or(meta["last_event_time"], float("-inf"))
+        return generation
+
+
+def _within_batch(
+    run: SortedRun, keys: list[KeyArray], fingerprints: Uint64Array, max_distance: int
+) -> tuple[IntArray, IntArray, npt.NDArray[np.uint8]]:
+    """``(rows, earlier rows, distances)`` of the batch against its own run, earlier rows only; pairs may repeat."""
+    query, other = run.search(keys)
+    earlier = other < query
+    query, other = query[earlier], other[earlier]
+    distances = hamming_distance(fingerprints[query], fingerprints[other])
+    near = distances <= max_distance
+    return query[near], other[near], distances[near]
+
+
+def _sorted_matches(rows: IntArray, seqs: npt.NDArray[np.int64], distances: npt.NDArray[np.uint8]) -> NearMatches:
+    """Pairs sorted by (row, seq), each once: a pair found through several tables is one match."""
+    order = np.lexsort((seqs, rows))
+    rows, seqs, distances = rows[order], seqs[order], distances[order]
+    first = np.ones(rows.size, dtype=bool)
+    first[1:] = (rows[1:] != rows[:-1]) | (seqs[1:] != seqs[:-1])
+    return NearMatches(rows[first], seqs[first], distances[first])
+
+
+def _finite_or_none(value: float) -> float | None:
+    # JSON has no infinities: an empty generation's event-time range is exported as null.
+    return value if np.isfinite(value) else None
+
+
+def _float_or(value: float | None, default: float) -> float:
+    return default if value is None else float(value)
