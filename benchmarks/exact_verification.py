@@ -23,11 +23,10 @@ Bars (from the issue): exact <= 3x the default's time and <= 1.5 GB peak; precis
 from __future__ import annotations
 
 import argparse
-import multiprocessing
 import resource
 import time
 
-from _table import Row, print_table
+from _table import Row, isolated, print_table
 from corpus import planted_stream, real_paragraphs
 
 from stream_dedup.config import DetectionConfig
@@ -75,11 +74,6 @@ def run(verification: str, docs: int) -> tuple[float, int, list[tuple[int, int]]
     return seconds, peak, reported
 
 
-def isolated(verification: str, docs: int) -> tuple[float, int, list[tuple[int, int]]]:
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(run, (verification, docs))
-
-
 def precision(docs: int, reported: list[tuple[int, int]]) -> float:
     texts = [d.text for d in planted_stream(docs, seed=5, paragraphs=pieces())]
     shingling = Shingling("char", SHINGLE_SIZE)
@@ -96,8 +90,8 @@ def main() -> None:
     args = parser.parse_args()
     docs = 10_000 if args.quick else 50_000
 
-    default_seconds, default_peak, default_reported = isolated("estimate", docs)
-    exact_seconds, exact_peak, exact_reported = isolated("exact", docs)
+    default_seconds, default_peak, default_reported = isolated(run, "estimate", docs)
+    exact_seconds, exact_peak, exact_reported = isolated(run, "exact", docs)
     exact_precision = precision(docs, exact_reported)
     rows = [
         Row(

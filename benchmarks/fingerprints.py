@@ -38,14 +38,20 @@ import _table
 _table.pin_to_one_core()  # before numpy starts any thread pool
 
 import argparse  # noqa: E402
-import ctypes  # noqa: E402
-import multiprocessing  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 from typing import TypeVar  # noqa: E402
 
 import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
-from _table import Row, print_table, rss_bytes, stopwatch  # noqa: E402
+from _table import (  # noqa: E402
+    Row,
+    docs_per_second,
+    isolated,
+    print_table,
+    rss_bytes,
+    stopwatch,
+    trimmed_rss_bytes,
+)
 from corpus import kilobyte_documents  # noqa: E402
 from simhash import Simhash, SimhashIndex  # noqa: E402
 
@@ -57,36 +63,6 @@ K, BATCH, FILL_BATCH, PROBES = 3, 1_000, 100_000, 20_000
 
 T = TypeVar("T")
 Fingerprints = npt.NDArray[np.uint64]
-
-
-def isolated(run: Callable[..., T], *args: int) -> T:
-    """Run a contender in a fresh process, so memory freed by an earlier one cannot hide its growth."""
-    with multiprocessing.get_context("spawn").Pool(1) as pool:
-        return pool.apply(run, args)
-
-
-def trimmed_rss_bytes() -> int:
-    """Resident set size after glibc hands freed heap back to the system.
-
-    Merging sorted runs frees large temporaries that glibc keeps in its heap
-    for reuse (its mmap threshold rises after the first large free), so the
-    plain resident set holds the last merge's high-water mark on top of what
-    the index keeps. Both are reported.
-    """
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    return rss_bytes()
-
-
-def docs_per_second(work: Callable[[Sequence[str]], object], texts: Sequence[str], slices: int = 3) -> float:
-    """Best rate over ``slices`` equal slices of ``texts``: the least disturbed by the shared machine."""
-    work(texts[:50])  # warm-up: imports, caches, first allocations
-    size = len(texts) // slices
-    rates = []
-    for start in range(0, size * slices, size):
-        with stopwatch() as t:
-            work(texts[start : start + size])
-        rates.append(size / t[0])
-    return max(rates)
 
 
 def fingerprint_rate(texts: Sequence[str], weighting: Weighting) -> float:

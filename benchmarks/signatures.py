@@ -30,10 +30,10 @@ import _table
 _table.pin_to_one_core()  # before numpy and rensa start any thread pool
 
 import argparse  # noqa: E402
-from collections.abc import Callable, Sequence  # noqa: E402
+from collections.abc import Sequence  # noqa: E402
 
 from _anchors import char_shingles  # noqa: E402
-from _table import Row, print_table, stopwatch  # noqa: E402
+from _table import Row, docs_per_second, print_table, stopwatch  # noqa: E402
 from corpus import kilobyte_documents  # noqa: E402
 from datasketch import MinHash  # noqa: E402
 from rensa import RMinHash  # noqa: E402
@@ -44,18 +44,6 @@ from stream_dedup.sketch import Scheme  # noqa: E402
 
 NUM_PERM, SHINGLE_SIZE, BATCH = 128, 5, 1_000
 BAR_RATE, BAR_RATIO = 25_000, 15.0
-
-
-def docs_per_second(sign: Callable[[Sequence[str]], object], texts: Sequence[str], slices: int = 3) -> float:
-    """Best rate over ``slices`` equal slices of ``texts``: the least disturbed."""
-    sign(texts[:50])  # warm-up: imports, caches, first allocations
-    size = len(texts) // slices
-    rates = []
-    for start in range(0, size * slices, size):
-        with stopwatch() as t:
-            sign(texts[start : start + size])
-        rates.append(size / t[0])
-    return max(rates)
 
 
 def stream_dedup_rate(texts: Sequence[str], scheme: Scheme) -> float:

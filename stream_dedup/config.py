@@ -11,8 +11,8 @@ from typing import Literal
 import xxhash
 
 from stream_dedup.errors import ConfigError
-from stream_dedup.lsh.index import Retention
 from stream_dedup.lsh.params import BandParameters, choose_bands
+from stream_dedup.lsh.retention import Retention
 from stream_dedup.sketch.minhash import MinHasher, Scheme
 from stream_dedup.text.shingles import ShingleUnit, Shingling
 

@@ -94,7 +94,7 @@ def capture_snapshot(detector: Detector, metadata: dict[str, Any] | None = None)
             "generations": generations,
             "hot_bucket_skips": detector.index.hot_bucket_skips,
             "evicted_documents": detector.index.evicted_documents,
-            "newest_event_time": _finite_or_none(detector.index.newest_event_time),
+            "newest_event_time": _finite_or_none(detector.index.history.newest_event_time),
             "stats": asdict(detector.stats),
         },
         "arrays": directory,
@@ -147,12 +147,12 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
     state = header["state"]
     detector = Detector(config)
     index = detector.index
-    index.generations = [
+    index.history.items = [
         _restore_generation(config, detector, meta, arrays, i) for i, meta in enumerate(state["generations"])
     ]
     index.hot_bucket_skips = state["hot_bucket_skips"]
-    index.evicted_documents = state["evicted_documents"]
-    index.newest_event_time = _none_to(state["newest_event_time"], float("-inf"))
+    index.history.evicted_documents = state["evicted_documents"]
+    index.history.newest_event_time = _none_to(state["newest_event_time"], float("-inf"))
     detector.stats = DetectorStats(**state["stats"])
     return detector, header["metadata"]
 
@@ -184,8 +184,8 @@ def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
         "sketches": generation.sketches.values,
         "key_highs": generation.key_highs.values,
         "sources": generation.sources.values,
-        "id_bytes": generation.id_bytes.values,
-        "id_ends": generation.id_ends.values,
+        "id_bytes": generation.ids.bytes.values,
+        "id_ends": generation.ids.ends.values,
         "docs": generation.tables.docs,
         "fingerprints": generation.tables.fingerprints,
         "entries": generation.tables.entries,
@@ -206,8 +206,8 @@ def _restore_generation(
     generation.sketches = Arena.of(part("sketches"))
     generation.key_highs = Arena.of(part("key_highs"))
     generation.sources = Arena.of(part("sources"))
-    generation.id_bytes = Arena.of(part("id_bytes"))
-    generation.id_ends = Arena.of(part("id_ends"))
+    generation.ids.bytes = Arena.of(part("id_bytes"))
+    generation.ids.ends = Arena.of(part("id_ends"))
     generation.tables.docs = part("docs")
     generation.tables.fingerprints = part("fingerprints")
     generation.tables.entries = part("entries")

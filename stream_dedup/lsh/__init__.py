@@ -2,8 +2,9 @@
 
 from stream_dedup.lsh.band_keys import band_keys, content_keys, index_keys
 from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch, SignedBatch
-from stream_dedup.lsh.index import BandIndex, Lookup, Retention, pairs_within_batch
+from stream_dedup.lsh.index import BandIndex, Lookup, pairs_within_batch
 from stream_dedup.lsh.params import BandParameters, choose_bands
+from stream_dedup.lsh.retention import Retention
 
 __all__ = [
     "NO_SOURCE",

@@ -1,4 +1,4 @@
-"""A growable array of fixed-width rows with bounded over-allocation.
+"""Growable arrays of fixed-width rows with bounded over-allocation, and the ids kept in them.
 
 Index storage grows by 25% at a time rather than doubling, so memory held is
 at most 1.25 times what is used: the per-document memory budget (400 bytes
@@ -51,3 +51,32 @@ class Arena:
             self._data = grown
         self._data[self._size : needed] = rows
         self._size = needed
+
+
+IntArray = npt.NDArray[np.intp]
+
+
+class IdArena:
+    """Document ids of a generation: UTF-8 bytes in one arena, and each id's end offset (uint64)."""
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.bytes = Arena((), np.uint8)
+        self.ends = Arena((), np.uint64, capacity)
+
+    @property
+    def nbytes(self) -> int:
+        return self.bytes.nbytes + self.ends.nbytes
+
+    def extend(self, ids: list[str]) -> None:
+        encoded = [doc_id.encode("utf-8") for doc_id in ids]
+        self.bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
+        previous = self.ends.values[-1] if len(self.ends) else 0
+        self.ends.extend(np.cumsum([len(e) for e in encoded], dtype=np.uint64) + previous)
+
+    def ids_of(self, local: IntArray) -> list[str]:
+        """Ids by local number, in the order asked."""
+        ends = self.ends.values
+        stops = ends[local].tolist()
+        starts = np.where(local > 0, ends[local - 1], 0).tolist()
+        data = memoryview(self.bytes.values.data)
+        return [str(data[a:b], "utf-8") for a, b in zip(starts, stops, strict=True)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stream_dedup.lsh.arena import Arena
+from stream_dedup.lsh.arena import Arena, IdArena
 from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import BandTables
 from stream_dedup.text.shingle_sets import ShingleSets
@@ -82,8 +82,7 @@ class Generation:
         self.sketches = Arena((sketch_bytes,), np.uint8, capacity or 0)
         self.key_highs = Arena((tables,), np.uint16, capacity or 0)
         self.sources = Arena((), np.uint64, capacity or 0)
-        self.id_bytes = Arena((), np.uint8)
-        self.id_ends = Arena((), np.uint64, capacity or 0)
+        self.ids = IdArena(capacity or 0)
         self.tables = BandTables.for_documents(tables, capacity) if capacity else BandTables(tables)
         self.shingles = ShingleArena() if keep_shingles else None
         self.first_event_time = float("inf")
@@ -94,7 +93,7 @@ class Generation:
 
     @property
     def nbytes(self) -> int:
-        arenas = (self.sketches, self.key_highs, self.sources, self.id_bytes, self.id_ends)
+        arenas = (self.sketches, self.key_highs, self.sources, self.ids)
         shingles = self.shingles.nbytes if self.shingles is not None else 0
         return sum(a.nbytes for a in arenas) + self.tables.nbytes + shingles
 
@@ -105,9 +104,7 @@ class Generation:
         self.sketches.extend(signed.sketches)
         self.key_highs.extend((signed.keys >> np.uint32(16)).astype(np.uint16))
         self.sources.extend(batch.sources)
-        encoded = [doc_id.encode("utf-8") for doc_id in batch.ids]
-        self.id_bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        _extend_ends(self.id_ends, np.cumsum([len(e) for e in encoded], dtype=np.uint64))
+        self.ids.extend(batch.ids)
         if self.shingles is not None:
             if signed.shingles is None:
                 raise ValueError("this index keeps shingle sets (exact verification): the batch must carry them")
@@ -120,11 +117,7 @@ class Generation:
 
     def ids_of(self, local: npt.NDArray[np.intp]) -> list[str]:
         """Ids of stored documents by local number, in the order asked."""
-        ends = self.id_ends.values
-        stops = ends[local].tolist()
-        starts = np.where(local > 0, ends[local - 1], 0).tolist()
-        data = memoryview(self.id_bytes.values.data)
-        return [str(data[a:b], "utf-8") for a, b in zip(starts, stops, strict=True)]
+        return self.ids.ids_of(local)
 
 
 class ShingleArena:

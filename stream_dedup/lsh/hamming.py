@@ -37,11 +37,10 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
-from stream_dedup.lsh.arena import Arena
-from stream_dedup.lsh.generations import GenerationList, IdArena
+from stream_dedup.lsh.arena import Arena, IdArena
 from stream_dedup.lsh.hamming_params import HammingLayout, KeyArray
 from stream_dedup.lsh.hamming_runs import IntArray, RunStack, SortedRun
-from stream_dedup.lsh.index import Retention
+from stream_dedup.lsh.retention import GenerationList, Retention
 from stream_dedup.sketch.simhash import hamming_distance
 from stream_dedup.text.hashing import U64, Uint64Array
 

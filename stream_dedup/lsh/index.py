@@ -34,34 +34,9 @@ from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import IntArray
 from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
+from stream_dedup.lsh.retention import GenerationList, Retention
 from stream_dedup.text.hashing import U64
 from stream_dedup.text.shingle_sets import ShingleSets
-
-#: Generations retention keeps: eviction frees about 1/this of the index at once.
-GENERATIONS_PER_RETENTION = 4
-
-
-@dataclass(frozen=True)
-class Retention:
-    """How much of the stream the index remembers.
-
-    Attributes:
-        max_documents: keep at least the newest this many documents, and at
-            most a quarter more (eviction drops a whole generation). ``None``:
-            no limit by count.
-        max_age_seconds: forget a generation once all its documents are older
-            (by event time) than this, measured from the newest event time
-            seen. ``None``: no limit by age.
-    """
-
-    max_documents: int | None = None
-    max_age_seconds: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.max_documents is not None and self.max_documents < 1:
-            raise ConfigError("max_documents", f"must be at least 1, got {self.max_documents}")
-        if self.max_age_seconds is not None and not self.max_age_seconds > 0:
-            raise ConfigError("max_age_seconds", f"must be positive, got {self.max_age_seconds}")
 
 
 @dataclass(frozen=True)
@@ -88,7 +63,7 @@ class BandIndex:
         sketch_bits: int,
         banding: BandParameters,
         max_bucket_size: int = 64,
-        retention: Retention = Retention(),
+        retention: Retention | None = None,
         keep_shingles: bool = False,
     ) -> None:
         if max_bucket_size < 1:
@@ -96,21 +71,26 @@ class BandIndex:
         self.sketch_bytes = sketch_bits // 8
         self.banding = banding
         self.max_bucket_size = max_bucket_size
-        self.retention = retention
         self.keep_shingles = keep_shingles
-        self.generations: list[Generation] = [self._new_generation(base_seq=0)]
+        self.history = GenerationList(retention or Retention(), self._new_generation)
         self.hot_bucket_skips = 0
-        self.evicted_documents = 0
-        self.newest_event_time = float("-inf")
 
     def __len__(self) -> int:
-        return sum(len(g) for g in self.generations)
+        return len(self.history)
+
+    @property
+    def generations(self) -> list[Generation]:
+        """The generations, oldest first."""
+        return self.history.items
+
+    @property
+    def evicted_documents(self) -> int:
+        return self.history.evicted_documents
 
     @property
     def next_seq(self) -> int:
         """Sequence number the next inserted document gets."""
-        newest = self.generations[-1]
-        return newest.base_seq + len(newest)
+        return self.history.next_seq
 
     @property
     def nbytes(self) -> int:
@@ -177,49 +157,15 @@ class BandIndex:
         admit = earlier_counts < self.max_bucket_size
         self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
         self.generations[-1].add(batch, admit)
-        if batch.event_times.size:
-            self.newest_event_time = max(self.newest_event_time, float(batch.event_times.max()))
-        self._apply_retention()
+        self.history.note_event_times(batch.event_times)
+        self.history.apply_retention()
 
-    def _apply_retention(self) -> None:
-        newest = self.generations[-1]
-        limit = self.retention.max_documents
-        max_age = self.retention.max_age_seconds
-        full = self._generation_capacity is not None and len(newest) >= self._generation_capacity
-        aged = (
-            max_age is not None
-            and newest.last_event_time - newest.first_event_time >= max_age / GENERATIONS_PER_RETENTION
-        )
-        if full or aged:
-            self.generations.append(self._new_generation(self.next_seq))
-        while len(self.generations) > 1:
-            oldest = self.generations[0]
-            too_many = limit is not None and len(self) - len(oldest) >= limit
-            too_old = max_age is not None and oldest.last_event_time < self.newest_event_time - max_age
-            if not (too_many or too_old):
-                break
-            self.evicted_documents += len(oldest)
-            del self.generations[0]
-
-    @property
-    def _generation_capacity(self) -> int | None:
-        """Documents per generation under retention by count (a generation is then sealed)."""
-        limit = self.retention.max_documents
-        return None if limit is None else -(-limit // GENERATIONS_PER_RETENTION)
-
-    def _new_generation(self, base_seq: int) -> Generation:
-        return Generation(
-            self.sketch_bytes, self.banding.bands + 1, base_seq, self.keep_shingles, self._generation_capacity
-        )
+    def _new_generation(self, base_seq: int, capacity: int | None) -> Generation:
+        return Generation(self.sketch_bytes, self.banding.bands + 1, base_seq, self.keep_shingles, capacity)
 
     def _locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[Generation, IntArray, IntArray]]:
         """Split sequence numbers by generation: ``(generation, positions in seqs, local numbers)``."""
-        parts = []
-        for generation in self.generations:
-            inside = np.flatnonzero((seqs >= generation.base_seq) & (seqs < generation.base_seq + len(generation)))
-            if inside.size:
-                parts.append((generation, inside, (seqs[inside] - generation.base_seq).astype(np.intp)))
-        return parts
+        return self.history.locate(seqs)
 
 
 def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, IntArray, npt.NDArray[np.int64]]:

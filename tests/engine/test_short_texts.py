@@ -50,20 +50,18 @@ def title_stream(documents: int, seed: int) -> list[str]:
 
 
 def _edited(text: str, rng: random.Random, words: list[str]) -> str:
-    edit = rng.randrange(6)
-    if edit == 0:
-        return text.upper()
-    if edit == 1:
-        return "  " + text.replace(" ", "   ") + " "
-    if edit == 2:
-        at = rng.randrange(len(text))
-        return text[:at] + rng.choice("xyzq") + text[at + 1 :]
-    if edit == 3:
-        return f"{text} {rng.choice(words)}"
-    if edit == 4:
-        kept = text.strip()
-        return kept[: max(1, len(kept) - rng.randint(1, 6))]
-    return text
+    """Another case, other spacing, a typo, an appended word, a cut-off end, or no edit."""
+    at = rng.randrange(len(text))
+    kept = text.strip()
+    edits = [
+        text.upper(),
+        "  " + text.replace(" ", "   ") + " ",
+        text[:at] + rng.choice("xyzq") + text[at + 1 :],
+        f"{text} {rng.choice(words)}",
+        kept[: max(1, len(kept) - rng.randint(1, 6))],
+        text,
+    ]
+    return rng.choice(edits)
 
 
 def brute_force_duplicates(texts: list[str], shingling: Shingling, threshold: float) -> list[bool]:

@@ -183,7 +183,7 @@ def test_retention_state_survives_a_round_trip(tmp_path: Path) -> None:
 
     assert _generations(restored) == _generations(original)
     assert restored.index.evicted_documents == original.index.evicted_documents == 12
-    assert restored.index.newest_event_time == original.index.newest_event_time == 10.0
+    assert restored.index.history.newest_event_time == original.index.history.newest_event_time == 10.0
     assert len(restored) == 21
     # An evicted document is forgotten, a retained one is found, by both.
     for detector in (original, restored):
@@ -207,7 +207,7 @@ def test_age_retention_state_survives_a_round_trip(tmp_path: Path) -> None:
     restored, _ = load_snapshot(tmp_path / "index.snap", config)
 
     assert _generations(restored) == _generations(original)
-    assert restored.index.newest_event_time == 6.0
+    assert restored.index.history.newest_event_time == 6.0
     # A document at time 20 is still compared with everything (verdict first, then
     # retention), after which every generation older than 12 s expires, in both.
     for detector in (original, restored):

@@ -1,23 +1,49 @@
-"""Generations: how an index remembers a stretch of the stream and forgets the rest.
+"""Retention: how an index remembers a stretch of the stream and forgets the rest.
 
 An index is a list of generations, oldest first; only the newest takes new
-documents, numbered ``base_seq + local`` globally. Retention
-(:class:`~stream_dedup.lsh.Retention`) seals the newest generation when it
-holds a quarter of ``max_documents`` or spans a quarter of ``max_age_seconds``,
-and evicts whole oldest generations, so forgetting costs nothing per
-document and never touches a table. This module holds that policy and the
-id storage for indexes of any kind of table (the Hamming index uses it;
-:class:`~stream_dedup.lsh.BandIndex` predates it and keeps its own copy).
+documents, numbered ``base_seq + local`` globally. :class:`Retention` seals
+the newest generation when it holds a quarter of ``max_documents`` or spans
+a quarter of ``max_age_seconds``, and evicts whole oldest generations, so
+forgetting costs nothing per document and never touches a table.
+:class:`GenerationList` holds that policy for indexes of any kind of table
+(the banded index and the Hamming index).
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from stream_dedup.lsh.arena import Arena
-from stream_dedup.lsh.index import GENERATIONS_PER_RETENTION, Retention
+from stream_dedup.errors import ConfigError
+
+#: Generations retention keeps: eviction frees about 1/this of the index at once.
+GENERATIONS_PER_RETENTION = 4
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How much of the stream the index remembers.
+
+    Attributes:
+        max_documents: keep at least the newest this many documents, and at
+            most a quarter more (eviction drops a whole generation). ``None``:
+            no limit by count.
+        max_age_seconds: forget a generation once all its documents are older
+            (by event time) than this, measured from the newest event time
+            seen. ``None``: no limit by age.
+    """
+
+    max_documents: int | None = None
+    max_age_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_documents is not None and self.max_documents < 1:
+            raise ConfigError("max_documents", f"must be at least 1, got {self.max_documents}")
+        if self.max_age_seconds is not None and not self.max_age_seconds > 0:
+            raise ConfigError("max_age_seconds", f"must be positive, got {self.max_age_seconds}")
+
 
 IntArray = npt.NDArray[np.intp]
 
@@ -102,27 +128,3 @@ class GenerationList(Generic[G]):
         return parts
 
 
-class IdArena:
-    """Document ids of a generation: UTF-8 bytes in one arena, and each id's end offset (uint64)."""
-
-    def __init__(self, capacity: int = 0) -> None:
-        self.bytes = Arena((), np.uint8)
-        self.ends = Arena((), np.uint64, capacity)
-
-    @property
-    def nbytes(self) -> int:
-        return self.bytes.nbytes + self.ends.nbytes
-
-    def extend(self, ids: list[str]) -> None:
-        encoded = [doc_id.encode("utf-8") for doc_id in ids]
-        self.bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        previous = self.ends.values[-1] if len(self.ends) else 0
-        self.ends.extend(np.cumsum([len(e) for e in encoded], dtype=np.uint64) + previous)
-
-    def ids_of(self, local: IntArray) -> list[str]:
-        """Ids by local number, in the order asked."""
-        ends = self.ends.values
-        stops = ends[local].tolist()
-        starts = np.where(local > 0, ends[local - 1], 0).tolist()
-        data = memoryview(self.bytes.values.data)
-        return [str(data[a:b], "utf-8") for a, b in zip(starts, stops, strict=True)]
