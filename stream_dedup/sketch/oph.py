@@ -28,14 +28,14 @@ random permutation per bin), and the fill has three exact, cheap forms:
 * for rows with few non-empty bins (short documents in a wide sketch, where
   walking would take about ``num_bins`` attempts per bin): the non-empty bin
   of lowest rank, the rank of bin ``j`` for bin ``i`` being the attempt on
-  which ``i`` probes it, ``inverse[(j - i) mod num_bins]``.
+  which ``i`` probes it, ``inverse[(j - i) mod num_bins]``, read from a
+  table with one contiguous row per bin ``j``.
 
 Densification happens only when a signature is finalised: until then
 sketches merge by element-wise minimum.
 """
 
 import functools
-import math
 
 import numpy as np
 import numpy.typing as npt
@@ -48,8 +48,10 @@ EMPTY = MAX_U64
 
 #: Attempts made as whole-row passes before walking the bins still empty one by one.
 _ROW_PASSES = 6
-#: Rows per round of the lowest-rank fill, which holds (empty bins x non-empty bins) ranks.
-_RANK_ROWS = 256
+#: Rows with fewer than num_bins / this non-empty bins take the lowest-rank fill (measured crossover).
+_SPARSE_FRACTION = 4
+#: Ranks held at once by the lowest-rank fill (rows x non-empty bins x num_bins; 8 MiB of int16).
+_RANK_CELLS = 1 << 22
 
 IntArray = npt.NDArray[np.intp]
 #: The attempt on which each bin finds its source (below num_bins <= 4,096).
@@ -79,7 +81,7 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     """Return a copy of ``sketch`` with every empty bin filled from its first non-empty probe.
 
     Every row must have at least one non-empty bin (every document has at
-    least one shingle). Rows with fewer than ``sqrt(num_bins)`` non-empty bins
+    least one shingle). Rows with fewer than ``num_bins / 4`` non-empty bins
     take the lowest-rank fill, the others row passes then walking; all give
     the same result: for each empty bin, the attempt on which it finds its
     source, from which one gather fills the whole sketch.
@@ -88,11 +90,12 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     if not empty.any():
         return sketch.copy()
     rows, num_bins = sketch.shape
-    offsets, inverse = probe_offsets(num_bins, seed)
+    offsets, _ = probe_offsets(num_bins, seed)
     attempts = np.zeros((rows, num_bins), dtype=np.int16)
     full_bins = num_bins - np.count_nonzero(empty, axis=1)
-    sparse = full_bins < math.isqrt(num_bins)
-    _attempts_by_rank(attempts, empty, np.flatnonzero(sparse), inverse)
+    sparse = full_bins < num_bins // _SPARSE_FRACTION
+    if sparse.any():
+        _attempts_by_rank(attempts, empty, np.flatnonzero(sparse), rank_table(num_bins, seed))
     _attempts_by_probing(attempts, empty, np.flatnonzero(~sparse), offsets)
     # The source of bin i is bin i + offsets[attempt] (mod num_bins), read from the row written
     # twice over so that no modulo is needed; full bins keep their own value.
@@ -135,26 +138,35 @@ def _attempts_by_probing(
         attempts[rows] = counted
 
 
-def _attempts_by_rank(attempts: AttemptArray, empty: npt.NDArray[np.bool_], rows: IntArray, inverse: IntArray) -> None:
-    """Attempts of the empty bins of ``rows``: the lowest rank among their non-empty bins.
+def _attempts_by_rank(
+    attempts: AttemptArray, empty: npt.NDArray[np.bool_], rows: IntArray, ranks: AttemptArray
+) -> None:
+    """Attempts of the bins of ``rows``: the lowest rank among their non-empty bins.
 
-    A row's non-empty bins are padded to a common width by repeating its
-    first one, which changes no minimum.
+    ``ranks`` is :func:`rank_table`: one contiguous row per non-empty bin, so a
+    document with ``m`` non-empty bins costs ``m`` row reads and a minimum.
+    Rows are taken in order of ``m`` and padded to a common width by
+    repeating their first non-empty bin, which changes no minimum.
     """
     if rows.size == 0:
         return
-    num_bins = empty.shape[1]
     full = ~empty[rows]
-    row_of, column = np.nonzero(full)
-    counts = np.bincount(row_of, minlength=rows.size)
-    starts = np.cumsum(counts) - counts
-    candidates = np.repeat(column[starts][:, None], int(counts.max()), axis=1)
+    counts = np.count_nonzero(full, axis=1)
+    order = np.argsort(counts, kind="stable")
+    row_of, column = np.nonzero(full[order])
+    sorted_counts = counts[order]
+    starts = np.cumsum(sorted_counts) - sorted_counts
+    candidates = np.repeat(column[starts][:, None], int(sorted_counts[-1]), axis=1)
     candidates[row_of, np.arange(row_of.size) - starts[row_of]] = column
-    for start in range(0, rows.size, _RANK_ROWS):
-        part = slice(start, start + _RANK_ROWS)
-        local, bins = np.nonzero(~full[part])
-        ranks = inverse[(candidates[part][local] - bins[:, None]) % num_bins]
-        attempts[rows[part][local], bins] = ranks.min(axis=1)
+    start = 0
+    while start < rows.size:
+        # Rows are in order of width, so the widest of a round is the last it can take.
+        stop = start + 1
+        while stop < rows.size and (stop - start + 1) * sorted_counts[stop] * ranks.shape[1] <= _RANK_CELLS:
+            stop += 1
+        width = int(sorted_counts[stop - 1])
+        attempts[rows[order[start:stop]]] = ranks[candidates[start:stop, :width]].min(axis=1)
+        start = stop
 
 
 @functools.cache
@@ -162,15 +174,26 @@ def probe_offsets(num_bins: int, seed: int) -> tuple[IntArray, IntArray]:
     """The offsets every bin probes in turn (a random permutation of ``1 .. num_bins - 1``), and their ranks.
 
     ``inverse[d]`` is the attempt on which a bin probes the bin ``d`` after
-    it (``inverse[0]``, itself, is above all). Derived from ``seed`` alone.
+    it (``inverse[0]`` is 0: a bin never probes itself, and only empty bins
+    probe). Derived from ``seed`` alone.
     """
     key = splitmix64(seed ^ 0x5EED_DE45, 1)[0]
     offsets = 1 + np.argsort(fmix64(np.arange(1, num_bins, dtype=U64) ^ key))
-    inverse = np.full(num_bins, num_bins, dtype=np.intp)
+    inverse = np.zeros(num_bins, dtype=np.intp)
     inverse[offsets] = np.arange(num_bins - 1)
     offsets.flags.writeable = False
     inverse.flags.writeable = False
     return offsets, inverse
+
+
+@functools.cache
+def rank_table(num_bins: int, seed: int) -> AttemptArray:
+    """``ranks[j, i]``: the attempt on which bin ``i`` probes bin ``j`` (2 MiB at 1,024 bins)."""
+    _, inverse = probe_offsets(num_bins, seed)
+    bins = np.arange(num_bins)
+    ranks: AttemptArray = inverse[(bins[:, None] - bins[None, :]) % num_bins].astype(np.int16)
+    ranks.flags.writeable = False
+    return ranks
 
 
 def _bin_of(hashes: Uint64Array, num_bins: int) -> npt.NDArray[np.uint64]:

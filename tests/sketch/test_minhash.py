@@ -179,13 +179,20 @@ GOLDEN_CLASSIC = [2119068508, 3780222324, 2521203180, 3885352738]
 def test_every_densification_path_fills_each_bin_from_its_first_non_empty_probe(
     num_bins: int, rows: list[list[int]], seed: int
 ) -> None:
-    from stream_dedup.sketch.oph import EMPTY, _attempts_by_probing, _attempts_by_rank, densify, probe_offsets
+    from stream_dedup.sketch.oph import (
+        EMPTY,
+        _attempts_by_probing,
+        _attempts_by_rank,
+        densify,
+        probe_offsets,
+        rank_table,
+    )
 
     sketch = np.full((len(rows), num_bins), EMPTY, dtype=np.uint64)
     for r, values in enumerate(rows):
         sketch[r, np.array(values) % num_bins] = np.array(values, dtype=np.uint64)
     empty = sketch == EMPTY
-    offsets, inverse = probe_offsets(num_bins, seed)
+    offsets, _ = probe_offsets(num_bins, seed)
     # The definition, one bin at a time: the first non-empty bin of i + offsets[0], i + offsets[1], ...
     expected_attempts = np.zeros(sketch.shape, dtype=np.intp)
     expected = sketch.copy()
@@ -196,6 +203,6 @@ def test_every_densification_path_fills_each_bin_from_its_first_non_empty_probe(
     for fill in (_attempts_by_rank, _attempts_by_probing):
         for rows_given in (np.arange(len(rows)), np.arange(0, len(rows), 2)):
             attempts = np.zeros(sketch.shape, dtype=np.intp)
-            fill(attempts, empty, rows_given, inverse if fill is _attempts_by_rank else offsets)
-            assert (attempts[rows_given] == expected_attempts[rows_given]).all()
+            fill(attempts, empty, rows_given, rank_table(num_bins, seed) if fill is _attempts_by_rank else offsets)
+            assert (attempts[rows_given][empty[rows_given]] == expected_attempts[rows_given][empty[rows_given]]).all()
     assert (densify(sketch, seed) == expected).all()
