@@ -3,9 +3,12 @@
 from pathlib import Path
 
 import pytest
+from kafka.errors import TopicAuthorizationFailedError
 
+from stream_dedup.cli import run_command
 from stream_dedup.cli.main import main
 from stream_dedup.cli.settings_sources import setting_types
+from stream_dedup.worker.loop import Worker
 
 
 def test_every_setting_has_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,3 +57,20 @@ def test_a_missing_ssl_file_is_a_bad_setting(capsys: pytest.CaptureFixture[str],
     argv = ["run", "--bootstrap-servers", "127.0.0.1:1", "--security-protocol", "SSL", "--ssl-cafile", str(missing)]
     assert main([*argv, "--metrics-port", "0", "--log-level", "ERROR"]) == 2
     assert f"invalid setting 'ssl_cafile': no such file: {missing}" in capsys.readouterr().err
+
+
+def test_a_topic_refused_at_start_up_exits_4_naming_user_and_topics(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(worker: Worker) -> None:
+        raise TopicAuthorizationFailedError()
+
+    monkeypatch.setattr(run_command, "check_bootstrap_servers", lambda connection: None)
+    monkeypatch.setattr(Worker, "run", refuse)
+    sasl = ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "dedup"]
+    argv = ["run", "--bootstrap-servers", "kafka-0:9093", *sasl, "--input-topic", "docs", "--metrics-port", "0"]
+    assert main([*argv, "--log-level", "ERROR"]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "kafka-0:9093 refused access (TopicAuthorizationFailedError" in err
+    assert "sasl_username='dedup'" in err and "topics docs, verdicts" in err
