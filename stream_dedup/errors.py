@@ -46,3 +46,30 @@ class ReplayTimeoutError(ChangelogError):
     Not a Kafka client error, so it does not restart the session: the process
     exits (1), and whoever restarts it (Kubernetes, systemd) retries the restore.
     """
+
+
+class KafkaStartupError(StreamDedupError):
+    """Kafka cannot be used at start-up; the message names each broker tried, its answer and the settings.
+
+    ``exit_code`` is what ``stream-dedup run`` exits with (see docs/operating.md).
+    """
+
+    exit_code = 1
+
+
+class BrokersUnreachableError(KafkaStartupError):
+    """No bootstrap server could be reached (DNS, refused, timed out, no Kafka answer): exit 3.
+
+    The brokers may come back: whoever restarts the process retries.
+    """
+
+    exit_code = 3
+
+
+class BrokersRejectedError(KafkaStartupError):
+    """A broker was reached but refused us (TLS, SASL authentication, authorization): exit 4.
+
+    A setting or an ACL must change; retrying as is will fail the same way.
+    """
+
+    exit_code = 4

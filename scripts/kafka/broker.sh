@@ -3,7 +3,10 @@
 # from Apache's jars on Maven Central: no Docker, no tarball download.
 #
 #   broker.sh fetch                          fetch the jars once into .cache/kafka/libs
-#   broker.sh start [--port N] [--data DIR]  start on 127.0.0.1:N (default 9092), print bootstrap
+#   broker.sh start [--port N] [--data DIR] [--sasl-port M --sasl-user NAME:PASSWORD ...]
+#                                            start on 127.0.0.1:N (default 9092), print bootstrap;
+#                                            with --sasl-port, also a SASL_PLAINTEXT listener
+#                                            (mechanism PLAIN) on 127.0.0.1:M for the given users
 #   broker.sh stop  [--data DIR]             SIGTERM, then SIGKILL after a timeout
 #   broker.sh status [--data DIR]
 #
@@ -76,7 +79,28 @@ running_pid() {
     echo "$pid"
 }
 
-write_config() {  # $1 = client port, $2 = controller port
+# The SASL_PLAINTEXT listener's lines: the PLAIN users it accepts, in a JAAS line
+# (user_NAME="PASSWORD"; no username/password of its own: the broker talks to itself and
+# to the controller over PLAINTEXT).
+sasl_config() {
+    local users="" user
+    for user in "${SASL_USERS[@]}"; do
+        [[ $user =~ ^([A-Za-z0-9._-]+):([^\"\\;]+)$ ]] || die "bad --sasl-user (NAME:PASSWORD): $user"
+        users+=" user_${BASH_REMATCH[1]}=\"${BASH_REMATCH[2]}\""
+    done
+    cat <<EOF
+# SASL_PLAINTEXT listener (PLAIN), for tests of authentication.
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required$users;
+EOF
+}
+
+write_config() {  # $1 = client port, $2 = controller port, $3 = SASL port or empty
+    local listeners="PLAINTEXT://127.0.0.1:$1" protocols="PLAINTEXT:PLAINTEXT"
+    if [[ $3 ]]; then
+        listeners+=",SASL_PLAINTEXT://127.0.0.1:$3"
+        protocols+=",SASL_PLAINTEXT:SASL_PLAINTEXT"
+    fi
     cat >"$DATA/server.properties" <<EOF
 # Written by scripts/kafka/broker.sh: single-node KRaft broker for tests.
 process.roles=broker,controller
@@ -86,9 +110,9 @@ node.id=1
 # stored in the metadata log, so a restart on the same DIR may pick new ports.
 controller.quorum.voters=1@127.0.0.1:$2
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:$1,CONTROLLER://127.0.0.1:$2
-advertised.listeners=PLAINTEXT://127.0.0.1:$1
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+listeners=$listeners,CONTROLLER://127.0.0.1:$2
+advertised.listeners=$listeners
+listener.security.protocol.map=$protocols,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 log.dirs=$DATA/kafka-logs
 num.partitions=1
@@ -113,6 +137,7 @@ log.retention.ms=3600000
 log.retention.bytes=268435456
 log.retention.check.interval.ms=60000
 EOF
+    if [[ $3 ]]; then sasl_config >>"$DATA/server.properties"; fi
     cat >"$DATA/log4j2.properties" <<'EOF'
 appender.out.type = Console
 appender.out.name = OUT
@@ -131,8 +156,14 @@ start() {
     [[ $PORT ]] && port=$PORT
     [[ $port =~ ^[0-9]{1,5}$ && $port -gt 0 && $port -lt 65536 ]] || die "bad port: $port"
     port_in_use "$port" && die "port $port is already in use"
+    if [[ $SASL_PORT ]]; then
+        [[ $SASL_PORT =~ ^[0-9]{1,5}$ && $SASL_PORT -gt 0 && $SASL_PORT -lt 65536 ]] \
+            || die "bad SASL port: $SASL_PORT"
+        port_in_use "$SASL_PORT" && die "port $SASL_PORT is already in use"
+        ((${#SASL_USERS[@]})) || die "--sasl-port needs at least one --sasl-user NAME:PASSWORD"
+    fi
     cport=$(free_port)
-    write_config "$port" "$cport"
+    write_config "$port" "$cport" "$SASL_PORT"
     if [[ ! -f "$DATA/kafka-logs/meta.properties" ]]; then
         # A random cluster id in Kafka's Uuid form: 16 bytes, URL-safe base64, no padding.
         # (Saves a JVM start over `StorageTool random-uuid`; ids starting with '-' would be
@@ -184,7 +215,7 @@ stop() {
 status() {
     local pid
     if pid=$(running_pid); then
-        echo "running: pid $pid, bootstrap $(sed -n 's|^advertised.listeners=PLAINTEXT://||p' \
+        echo "running: pid $pid, listeners $(sed -n 's|^advertised.listeners=||p' \
             "$DATA/server.properties"), data $DATA"
     else
         echo "not running (data $DATA)"; return 3
@@ -192,11 +223,13 @@ status() {
 }
 
 cmd=${1:-}; shift || true
-PORT="" DATA="$CACHE/data"
+PORT="" DATA="$CACHE/data" SASL_PORT="" SASL_USERS=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --port) PORT=${2:?--port needs a value}; shift 2 ;;
         --data) DATA=${2:?--data needs a value}; shift 2 ;;
+        --sasl-port) SASL_PORT=${2:?--sasl-port needs a value}; shift 2 ;;
+        --sasl-user) SASL_USERS+=("${2:?--sasl-user needs NAME:PASSWORD}"); shift 2 ;;
         *) die "unknown argument: $1" ;;
     esac
 done
@@ -207,5 +240,5 @@ case $cmd in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    *) sed -n '2,10s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,13s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac

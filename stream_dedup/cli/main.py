@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from stream_dedup import __version__
 from stream_dedup.cli import dedup_command, params_command, run_command, sample_commands
-from stream_dedup.errors import ConfigError, StreamDedupError
+from stream_dedup.errors import ConfigError, KafkaStartupError, StreamDedupError
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -27,6 +27,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"stream-dedup: {error}", file=sys.stderr)
         return 2
+    except KafkaStartupError as error:  # 3: brokers unreachable, 4: brokers refused us
+        print(f"stream-dedup: {error}", file=sys.stderr)
+        return error.exit_code
     except (StreamDedupError, OSError) as error:
         print(f"stream-dedup: {error}", file=sys.stderr)
         return 1

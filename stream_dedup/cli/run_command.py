@@ -6,10 +6,14 @@ import os
 from dataclasses import MISSING, Field, fields
 from typing import Any
 
+from kafka.errors import AuthorizationError
+
 from stream_dedup import __version__
 from stream_dedup.cli.options import add_detection_options
 from stream_dedup.cli.settings_sources import CONFIG_VARIABLE, resolve_settings
 from stream_dedup.config import DetectionConfig
+from stream_dedup.errors import BrokersRejectedError
+from stream_dedup.kafka.broker_check import check_bootstrap_servers
 from stream_dedup.ops.runtime import observed_worker
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
@@ -52,7 +56,27 @@ def _shown_default(setting: Field[Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     settings = resolve_settings(vars(args), os.environ, args.config)
     with observed_worker(settings, __version__) as events:
+        # Before any client: kafka-python would report a wrong address and a
+        # wrong password alike, as "Unable to bootstrap" after 30 s.
+        check_bootstrap_servers(settings.connection())
         worker = Worker(settings, events)
         install_stop_signals(worker)
-        worker.run()
+        try:
+            worker.run()
+        except AuthorizationError as error:
+            # Only the topic set-up before the first session lets a Kafka error
+            # out of Worker.run (a session's errors restart the session).
+            raise BrokersRejectedError(_refused_access(settings, error)) from error
     return 0
+
+
+def _refused_access(settings: WorkerSettings, error: AuthorizationError) -> str:
+    user = f"sasl_username={settings.sasl_username!r}" if settings.sasl_username else "the anonymous user"
+    topics = [settings.input_topic, settings.output_topic, settings.dead_letter_topic, settings.changelog_topic]
+    topics += [settings.unique_topic] if settings.unique_topic else []
+    return (
+        f"cannot use Kafka: {settings.bootstrap_servers} refused access ({type(error).__name__}: "
+        f"{error.description}). Settings: security_protocol={settings.security_protocol}, {user}, "
+        f"topics {', '.join(topics)}. Grant that user Describe, Read, Write and Create on the topics, "
+        f"Read on group_id={settings.group_id} and Write on the transactional id {settings.transactional_id}."
+    )

@@ -1,9 +1,14 @@
 """`stream-dedup run`: every setting is a flag; a bad setting exits 2 naming it, before any connection."""
 
-import pytest
+from pathlib import Path
 
+import pytest
+from kafka.errors import TopicAuthorizationFailedError
+
+from stream_dedup.cli import run_command
 from stream_dedup.cli.main import main
 from stream_dedup.cli.settings_sources import setting_types
+from stream_dedup.worker.loop import Worker
 
 
 def test_every_setting_has_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
@@ -18,3 +23,54 @@ def test_a_bad_setting_exits_2_naming_it(capsys: pytest.CaptureFixture[str], mon
     monkeypatch.setenv("STREAM_DEDUP_SNAPSHOTS_KEPT", "0")
     assert main(["run", "--bootstrap-servers", "127.0.0.1:1"]) == 2
     assert "invalid setting 'snapshots_kept': must be positive" in capsys.readouterr().err
+
+
+def test_an_unreachable_broker_exits_3_with_one_line_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["run", "--bootstrap-servers", "127.0.0.1:1", "--metrics-port", "0", "--log-level", "ERROR"])
+    err = capsys.readouterr().err
+    assert code == 3
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("stream-dedup: cannot use Kafka: 127.0.0.1:1: connection refused.")
+    assert "bootstrap_servers=127.0.0.1:1, security_protocol=PLAINTEXT" in err
+
+
+def test_every_bootstrap_server_is_named_with_its_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    servers = "127.0.0.1:1,no-such-broker.invalid:9092"
+    assert main(["run", "--bootstrap-servers", servers, "--metrics-port", "0", "--log-level", "ERROR"]) == 3
+    err = capsys.readouterr().err
+    assert "127.0.0.1:1: connection refused; no-such-broker.invalid:9092: DNS lookup failed" in err
+    assert "Check the host names in bootstrap_servers." in err
+
+
+def test_the_sasl_settings_are_named_but_never_the_password(capsys: pytest.CaptureFixture[str]) -> None:
+    secret = "hunter2-very-secret"
+    sasl = ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "dedup"]
+    argv = ["run", "--bootstrap-servers", "127.0.0.1:1", *sasl, "--sasl-password", secret, "--metrics-port", "0"]
+    assert main([*argv, "--log-level", "ERROR"]) == 3
+    err = capsys.readouterr().err
+    assert "sasl_mechanism=PLAIN, sasl_username='dedup', sasl_password set" in err
+    assert secret not in err
+
+
+def test_a_missing_ssl_file_is_a_bad_setting(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    missing = tmp_path / "ca.pem"
+    argv = ["run", "--bootstrap-servers", "127.0.0.1:1", "--security-protocol", "SSL", "--ssl-cafile", str(missing)]
+    assert main([*argv, "--metrics-port", "0", "--log-level", "ERROR"]) == 2
+    assert f"invalid setting 'ssl_cafile': no such file: {missing}" in capsys.readouterr().err
+
+
+def test_a_topic_refused_at_start_up_exits_4_naming_user_and_topics(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(worker: Worker) -> None:
+        raise TopicAuthorizationFailedError()
+
+    monkeypatch.setattr(run_command, "check_bootstrap_servers", lambda connection: None)
+    monkeypatch.setattr(Worker, "run", refuse)
+    sasl = ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "dedup"]
+    argv = ["run", "--bootstrap-servers", "kafka-0:9093", *sasl, "--input-topic", "docs", "--metrics-port", "0"]
+    assert main([*argv, "--log-level", "ERROR"]) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "kafka-0:9093 refused access (TopicAuthorizationFailedError" in err
+    assert "sasl_username='dedup'" in err and "topics docs, verdicts" in err

@@ -145,18 +145,28 @@ def _run_broker_sh(*args: str, timeout: float) -> str:
 
 
 class JarBroker:
-    """A local jar broker of our own, which a test may stop and start again (same port, same data)."""
+    """A local jar broker of our own, which a test may stop and start again (same port, same data).
 
-    def __init__(self) -> None:
+    With ``sasl_users`` (name -> password) it also has a SASL_PLAINTEXT listener
+    (mechanism PLAIN) at ``sasl_bootstrap``; ``bootstrap`` stays PLAINTEXT.
+    """
+
+    def __init__(self, sasl_users: dict[str, str] | None = None) -> None:
         if shutil.which("java") is None:
             raise NoBrokerError("the local jar broker needs Java (java on PATH)")
         _run_broker_sh("fetch", timeout=900)  # once per checkout: Maven Central download
         self.data = tempfile.mkdtemp(prefix="stream-dedup-kafka-")
         self.port = _free_port()
         self.bootstrap = f"127.0.0.1:{self.port}"
+        self.sasl_users = dict(sasl_users or {})
+        self.sasl_port = _free_port() if self.sasl_users else None
+        self.sasl_bootstrap = f"127.0.0.1:{self.sasl_port}" if self.sasl_users else None
 
     def start(self) -> None:
-        _run_broker_sh("start", "--port", str(self.port), "--data", self.data, timeout=120)
+        sasl = ["--sasl-port", str(self.sasl_port)] if self.sasl_port else []
+        for name, password in self.sasl_users.items():
+            sasl += ["--sasl-user", f"{name}:{password}"]
+        _run_broker_sh("start", "--port", str(self.port), "--data", self.data, *sasl, timeout=120)
         wait_for_broker(self.bootstrap, timeout=30)
 
     def stop(self) -> None:
@@ -170,9 +180,9 @@ def _local_jar_broker() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def jar_broker() -> Iterator[JarBroker]:
+def jar_broker(sasl_users: dict[str, str] | None = None) -> Iterator[JarBroker]:
     """A started :class:`JarBroker`, stopped and deleted at the end."""
-    broker = JarBroker()
+    broker = JarBroker(sasl_users)
     try:
         broker.start()
         yield broker
