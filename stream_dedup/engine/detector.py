@@ -134,7 +134,7 @@ class Detector:
                 sets.append(ShingleSets.of_chunk(chunk))
                 rows.append(chunk.rows)
         shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
-        bits = one_bit_sketches(self.hasher.finalize(sketches))
+        bits = one_bit_sketches(self.hasher.densified(sketches))
         band_signatures = self.hasher.finalize(coarsen(sketches, self.config.num_perm))
         return SignedBatch(bits, index_keys(band_signatures, bits, self.banding), shingles)
 

@@ -13,30 +13,31 @@ bits (128 bytes), against 0.035 for 128 slots of 8 bits in the same bytes.
 agreements of different slots to be independent. A short document's
 densified slots repeat the same few MinHash values, so keeping a fixed bit of
 each value would make two unrelated short documents agree everywhere or
-nowhere (a 1-in-2**b event per distinct value, not per slot). Each bit is
-therefore drawn from a hash of the value *and the slot number*: equal values
-give equal bits, different values give independent coin flips in every slot.
+nowhere (a 1-in-2**b event per distinct value, not per slot). Each slot's bit
+is therefore the parity of its own random subset of the value's 64 bits:
+equal values give equal bits, and two different values give bits that agree
+with probability exactly 1/2, independently from slot to slot (the subsets
+are independent). It costs an AND and a popcount per slot.
 """
 
 import numpy as np
 import numpy.typing as npt
 
-from stream_dedup.sketch.minhash import SignatureArray
-from stream_dedup.text.hashing import U64, fmix64, splitmix64
+from stream_dedup.text.hashing import Uint64Array, splitmix64
 
-#: Seed of the per-slot salt of the bit extraction: part of the index format, never change it.
-_SLOT_SALT_SEED = 0xB17_5A17
+#: Seed of the per-slot bit masks: part of the index format, never change it.
+_SLOT_MASK_SEED = 0xB17_5A17
 #: Chance that two different MinHash values give the same bit.
 _CHANCE_AGREEMENT = 0.5
 
 BitSketchArray = npt.NDArray[np.uint8]
 
 
-def one_bit_sketches(signatures: SignatureArray) -> BitSketchArray:
-    """Packed one-bit sketches of ``(n, K)`` signatures: ``(n, K / 8)`` uint8 (``K`` a multiple of 8)."""
-    salted = signatures.astype(U64) ^ splitmix64(_SLOT_SALT_SEED, signatures.shape[1])[None, :]
-    bits = (fmix64(salted) & U64(1)).astype(np.uint8)
-    return np.packbits(bits, axis=1)
+def one_bit_sketches(sketches: Uint64Array) -> BitSketchArray:
+    """Packed one-bit sketches of ``(n, K)`` densified MinHash values: ``(n, K / 8)`` uint8 (``K`` a multiple of 8)."""
+    masks = splitmix64(_SLOT_MASK_SEED, sketches.shape[1])
+    parity = np.bitwise_count(sketches & masks[None, :]) & np.uint8(1)
+    return np.packbits(parity, axis=1)
 
 
 def bit_agreements(left: BitSketchArray, right: BitSketchArray) -> npt.NDArray[np.int64]:

@@ -91,10 +91,15 @@ class MinHasher:
 
     def finalize(self, sketches: Uint64Array) -> SignatureArray:
         """Turn sketches into signatures: densify empty OPH bins, fold to 32 bits."""
-        if self.scheme == "oph" and (sketches == EMPTY).any():
-            sketches = densify(sketches, self.seed)
-        folded = sketches ^ (sketches >> U64(32))
+        full = self.densified(sketches)
+        folded = full ^ (full >> U64(32))
         return folded.astype(np.uint32)
+
+    def densified(self, sketches: Uint64Array) -> Uint64Array:
+        """Sketches with every empty OPH bin filled (classic sketches have none)."""
+        if self.scheme == "oph" and (sketches == EMPTY).any():
+            return densify(sketches, self.seed)
+        return sketches
 
 
 def estimate_jaccard(left: SignatureArray, right: SignatureArray) -> float:
