@@ -46,3 +46,7 @@ class ReplayTimeoutError(ChangelogError):
     Not a Kafka client error, so it does not restart the session: the process
     exits (1), and whoever restarts it (Kubernetes, systemd) retries the restore.
     """
+
+
+class TopicConfigError(StreamDedupError):
+    """A topic the stage writes to is configured so that it cannot work; the message names the topic and setting."""

@@ -173,11 +173,19 @@ def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
 
 def dead_letter_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
     """The original headers plus the reason and the source coordinates."""
+    return list(letter.record.headers or []) + added_headers(letter)
+
+
+def added_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
+    """The headers the stage adds to a dead letter: reason, error and source coordinates."""
     topic, partition, offset, timestamp = letter.source
-    added = [
+    return [
         (REASON_HEADER, letter.reason.encode()),
         (ERROR_HEADER, letter.detail.encode("utf-8", "backslashreplace")),
-        *zip(SOURCE_HEADERS, (topic.encode(), str(partition).encode(), str(offset).encode()), strict=True),
+        *zip(
+            SOURCE_HEADERS,
+            (topic.encode("utf-8", "backslashreplace"), str(partition).encode(), str(offset).encode()),
+            strict=True,
+        ),
         (TIMESTAMP_HEADER, str(timestamp).encode()),
     ]
-    return list(letter.record.headers or []) + added
