@@ -73,3 +73,7 @@ class BrokersRejectedError(KafkaStartupError):
     """
 
     exit_code = 4
+
+
+class TopicConfigError(StreamDedupError):
+    """A topic the stage writes to is configured so that it cannot work; the message names the topic and setting."""

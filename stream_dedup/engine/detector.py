@@ -38,7 +38,6 @@ from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch, SignedBatch
 from stream_dedup.lsh.index import BandIndex, pairs_within_batch
 from stream_dedup.sketch.bit_sketch import bit_agreements, coarsen, estimate_similarity, one_bit_sketches
 from stream_dedup.text import normalize_all
-from stream_dedup.text.hashing import U64
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 
 #: Bits of the sequence number in a packed (row, seq) pair key.
@@ -126,16 +125,17 @@ class Detector:
         """
         if not normalized:
             texts = normalize_all(texts, self.config.strip_punctuation)
-        sketches = np.empty((len(texts), self.config.sketch_bits), dtype=U64)
+        bits = np.empty((len(texts), self.config.sketch_bits // 8), dtype=np.uint8)
+        band_signatures = np.empty((len(texts), self.config.num_perm), dtype=np.uint32)
         sets, rows = [ShingleSets.empty()], [np.empty(0, np.intp)]
-        for chunk, chunk_sketches in self.hasher.sketch_chunks(texts):
-            sketches[chunk.rows] = chunk_sketches
+        # Chunk by chunk, so that each chunk's sketches are finished while they are in cache.
+        for chunk, sketches in self.hasher.sketch_chunks(texts):
+            bits[chunk.rows] = one_bit_sketches(self.hasher.densified(sketches))
+            band_signatures[chunk.rows] = self.hasher.finalize(coarsen(sketches, self.config.num_perm))
             if self.exact:
                 sets.append(ShingleSets.of_chunk(chunk))
                 rows.append(chunk.rows)
         shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
-        bits = one_bit_sketches(self.hasher.densified(sketches))
-        band_signatures = self.hasher.finalize(coarsen(sketches, self.config.num_perm))
         return SignedBatch(bits, index_keys(band_signatures, bits, self.banding), shingles)
 
     def process_signed(self, batch: IndexedBatch) -> list[Verdict]:

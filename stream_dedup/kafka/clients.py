@@ -29,6 +29,11 @@ PRODUCER_TUNING: dict[str, Any] = {
     # Largest request [1 MiB]: above the largest single record the stage sends, a
     # forwarded document of max_document_bytes (1 MiB) or a changelog record.
     "max_request_size": 16 << 20,
+    # Compress every batch [none]: a ~1 MiB value that arrived compressed must
+    # fit a dead-letter topic of the same max.message.bytes (which the broker
+    # checks on the compressed batch). gzip needs no extra package; the
+    # producer uses level 9, which kafka.record_fit's size check mirrors.
+    "compression_type": "gzip",
 }
 
 

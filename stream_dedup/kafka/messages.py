@@ -12,7 +12,15 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
-from stream_dedup.engine.documents import DocumentFields, Refusal, decode_utf8, read_json_document, read_text_document
+from stream_dedup.engine.documents import (
+    DEFAULT_MAX_ID_BYTES,
+    DocumentFields,
+    Refusal,
+    decode_utf8,
+    internal_error,
+    read_json_document,
+    read_text_document,
+)
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.generation import NO_SOURCE
 
@@ -48,6 +56,7 @@ class InputReading:
     text_field: str = "text"
     max_document_bytes: int = 1 << 20
     strip_punctuation: bool = False
+    max_id_bytes: int = DEFAULT_MAX_ID_BYTES
 
 
 class InputDocument(NamedTuple):
@@ -76,9 +85,20 @@ def read_record(record: Any, reading: InputReading) -> InputDocument | DeadLette
     """Turn one consumed record into a document or a dead letter.
 
     The id is, in order: the id field of a JSON value, the record key, or the
-    record's coordinates ``topic:partition:offset``.
+    record's coordinates ``topic:partition:offset``. Never raises: any
+    exception while reading one record makes that record a dead letter
+    (``internal_error``, the exception named in its detail), since raising
+    would fail the batch, and the batch would fail again after every restart.
     """
     source = source_of(record)
+    try:
+        return _read(record, source, reading)
+    except Exception as error:
+        refusal = internal_error(error)
+        return DeadLetter(refusal.reason, refusal.detail, source, record)
+
+
+def _read(record: Any, source: Source, reading: InputReading) -> InputDocument | DeadLetter:
     value: bytes | None = record.value
     if value is None:
         return DeadLetter("missing_text", "the record has no value (a tombstone)", source, record)
@@ -94,7 +114,7 @@ def read_record(record: Any, reading: InputReading) -> InputDocument | DeadLette
         return DeadLetter(fields.reason, fields.detail, source, record)
     if fields.id is not None:
         return InputDocument(fields.id, fields.text, source, record)
-    key_id = _key_id(record.key)
+    key_id = _key_id(record.key, reading.max_id_bytes)
     if isinstance(key_id, Refusal):
         return DeadLetter(key_id.reason, key_id.detail, source, record)
     return InputDocument(key_id or f"{source.topic}:{source.partition}:{source.offset}", fields.text, source, record)
@@ -106,13 +126,19 @@ def _fields(value: bytes, reading: InputReading) -> DocumentFields | Refusal:
         return text
     if reading.input_format == "text":
         return read_text_document(text, reading.strip_punctuation)
-    return read_json_document(text, reading.id_field, reading.text_field, reading.strip_punctuation)
+    return read_json_document(
+        text, reading.id_field, reading.text_field, reading.strip_punctuation, reading.max_id_bytes
+    )
 
 
-def _key_id(key: bytes | None) -> str | Refusal | None:
+def _key_id(key: bytes | None, max_id_bytes: int) -> str | Refusal | None:
     """The record key as an id, ``None`` without a key."""
     if not key:
         return None
+    if len(key) > max_id_bytes:
+        return Refusal(
+            "id_too_long", f"the record key (used as the id) is {len(key)} bytes; max_id_bytes={max_id_bytes}"
+        )
     decoded = decode_utf8(key)
     if isinstance(decoded, Refusal):
         return Refusal("invalid_id", "the record key (used as the id) is not valid UTF-8")
@@ -147,11 +173,19 @@ def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
 
 def dead_letter_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
     """The original headers plus the reason and the source coordinates."""
+    return list(letter.record.headers or []) + added_headers(letter)
+
+
+def added_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
+    """The headers the stage adds to a dead letter: reason, error and source coordinates."""
     topic, partition, offset, timestamp = letter.source
-    added = [
+    return [
         (REASON_HEADER, letter.reason.encode()),
         (ERROR_HEADER, letter.detail.encode("utf-8", "backslashreplace")),
-        *zip(SOURCE_HEADERS, (topic.encode(), str(partition).encode(), str(offset).encode()), strict=True),
+        *zip(
+            SOURCE_HEADERS,
+            (topic.encode("utf-8", "backslashreplace"), str(partition).encode(), str(offset).encode()),
+            strict=True,
+        ),
         (TIMESTAMP_HEADER, str(timestamp).encode()),
     ]
-    return list(letter.record.headers or []) + added

@@ -5,12 +5,19 @@ or none of it), but it matters to us: the detector must have processed the
 batch before the changelog record is written, and the offsets sent last, so
 that a failure anywhere leaves an open transaction that is aborted, never a
 half-committed batch.
+
+Nothing one record holds may fail the batch, or the batch would fail again
+after every restart and the stage would stall: reading never raises (see
+:func:`~stream_dedup.kafka.messages.read_record`), a document that cannot be
+signed becomes a dead letter, and every record sent is first made to fit its
+topic (:mod:`stream_dedup.kafka.record_fit`).
 """
 
 import logging
 import time
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -18,17 +25,20 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.documents import internal_error
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.clients import PRODUCER_TUNING
 from stream_dedup.kafka.messages import (
     DeadLetter,
     InputDocument,
     InputReading,
-    dead_letter_headers,
+    added_headers,
     read_record,
     source_pointer,
     verdict_value,
 )
-from stream_dedup.lsh.generation import IndexedBatch
+from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits, fitted
+from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.worker.events import BatchReport
 
 log = logging.getLogger(__name__)
@@ -42,6 +52,11 @@ class Destinations:
     dead_letter_topic: str
     changelog_topic: str
     unique_topic: str | None
+    #: What each written topic accepts (read from the brokers at start-up); the broker's default if absent.
+    limits: Mapping[str, SizeLimit] = field(default_factory=dict)
+
+    def limit(self, topic: str) -> SizeLimit:
+        return self.limits.get(topic) or SizeLimit()
 
 
 @dataclass(frozen=True)
@@ -72,7 +87,7 @@ def publish_batch(
     documents: list[InputDocument] = []
     letters: list[DeadLetter] = []
     for record in records:
-        item = read_record(record, reading)
+        item = read_record(record, reading)  # never raises: a record it cannot read is a dead letter
         if isinstance(item, InputDocument):
             documents.append(item)
         else:
@@ -83,11 +98,13 @@ def publish_batch(
         after[record.partition] = max(after.get(record.partition, 0), record.offset + 1)
 
     candidates_before, verified_before = detector.stats.candidates, detector.stats.verified
+    documents, signed = _sign(detector, documents, letters)
     producer.begin_transaction()
+    send = _Sender(producer, destinations)
     verdict_counts: Counter[str] = Counter()
     indexed = IndexedBatch(
         [d.id for d in documents],
-        detector.sign([d.text for d in documents], normalized=True),
+        signed,
         np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64),
         np.array([source_pointer(d.source) for d in documents], dtype=np.uint64),
     )
@@ -95,22 +112,31 @@ def publish_batch(
         verdicts = detector.process_signed(indexed)
         fingerprint = detector.config.fingerprint()
         for verdict, document in zip(verdicts, documents, strict=True):
-            producer.send(
-                destinations.output_topic,
-                key=verdict.id.encode("utf-8"),
-                value=verdict_value(verdict, document.source, fingerprint),
-            )
+            value = OutgoingRecord(verdict.id.encode("utf-8"), verdict_value(verdict, document.source, fingerprint), [])
+            if not send.verdict(value):
+                letters.append(
+                    DeadLetter(
+                        "verdict_too_large",
+                        _too_large("verdict", destinations.output_topic),
+                        document.source,
+                        document.record,
+                    )
+                )
+                continue
             verdict_counts[verdict.verdict] += 1
-            if destinations.unique_topic is not None and verdict.verdict == "unique":
-                record = document.record
-                producer.send(destinations.unique_topic, key=record.key, value=record.value, headers=record.headers)
-    for letter in letters:
-        producer.send(
-            destinations.dead_letter_topic,
-            key=letter.record.key,
-            value=letter.record.value,
-            headers=dead_letter_headers(letter),
-        )
+            # A forward is never cut (readers of the unique topic would get a
+            # broken document): one that does not fit goes to the dead letters.
+            unique = destinations.unique_topic is not None and verdict.verdict == "unique"
+            if unique and not send.forward(document.record):
+                letters.append(
+                    DeadLetter(
+                        "unique_too_large",
+                        _too_large("forward", destinations.unique_topic or ""),
+                        document.source,
+                        document.record,
+                    )
+                )
+    truncated = [send.dead_letter(letter) for letter in letters]
     # Every batch writes a changelog record, even one of only dead letters:
     # it carries the input positions a restore resumes from.
     entry = ChangelogEntry(indexed, input_topic, after)
@@ -124,11 +150,12 @@ def publish_batch(
     producer.commit_transaction()
     committed_at = time.time()
     positions.update(after)
-    for letter in letters:
+    for letter, cut in zip(letters, truncated, strict=True):
         topic, partition, offset, _ = letter.source
         log.warning(
-            "dead letter (%s): %s",
+            "dead letter (%s)%s: %s",
             letter.reason,
+            f", truncated ({cut}) to fit {destinations.dead_letter_topic}" if cut else "",
             letter.detail,
             extra={"topic": topic, "partition": partition, "offset": offset, "reason": letter.reason},
         )
@@ -149,3 +176,74 @@ def publish_batch(
             hot_bucket_skips=detector.index.hot_bucket_skips,
         ),
     )
+
+
+class _Sender:
+    """Sends a batch's records, each made to fit its topic first.
+
+    To a *narrow* topic (``max.message.bytes`` below the producer's batch size)
+    every record is flushed on its own: kafka-python fills a batch up to
+    ``batch_size`` whatever the topic accepts, and the broker refuses a batch
+    over the limit, which would fail the transaction at every retry.
+    """
+
+    def __init__(self, producer: KafkaProducer, destinations: Destinations) -> None:
+        self.producer = producer
+        self.destinations = destinations
+
+    def verdict(self, record: OutgoingRecord) -> bool:
+        """Send a verdict; False (nothing sent) if it does not fit (ids near ``max_id_bytes``, a tiny topic)."""
+        return self._send_if_fits(self.destinations.output_topic, record)
+
+    def forward(self, record: Any) -> bool:
+        """Forward a unique document unchanged; False (nothing sent) if it does not fit."""
+        original = OutgoingRecord(record.key, record.value, list(record.headers or []))
+        return self._send_if_fits(self.destinations.unique_topic or "", original)
+
+    def dead_letter(self, letter: DeadLetter) -> str:
+        """Send a dead letter, truncated if it must be; returns what was cut (empty if nothing)."""
+        topic = self.destinations.dead_letter_topic
+        record = letter.record
+        original = list(record.headers or [])
+        outgoing = fitted(record.key, record.value, original, added_headers(letter), self.destinations.limit(topic))
+        self._send(topic, outgoing)
+        return dict(outgoing.headers[len(original) :]).get(TRUNCATED_HEADER, b"").decode()
+
+    def _send_if_fits(self, topic: str, record: OutgoingRecord) -> bool:
+        if not fits(record, self.destinations.limit(topic)):
+            return False
+        self._send(topic, record)
+        return True
+
+    def _send(self, topic: str, record: OutgoingRecord) -> None:
+        self.producer.send(topic, key=record.key, value=record.value, headers=record.headers)
+        if self.destinations.limit(topic).is_narrow(PRODUCER_TUNING["batch_size"]):
+            self.producer.flush()
+
+
+def _sign(
+    detector: Detector, documents: list[InputDocument], letters: list[DeadLetter]
+) -> tuple[list[InputDocument], SignedBatch]:
+    """Sign ``documents`` in one call; if that fails, find the documents that fail alone and dead-letter them.
+
+    Signing is pure (the index is untouched), so trying again is safe; the
+    batch is signed whole first because one call per document is much slower.
+    """
+    try:
+        return documents, detector.sign([d.text for d in documents], normalized=True)
+    except Exception as error:
+        log.error("signing a batch failed (%r); signing its documents one by one", error)
+    kept = []
+    for document in documents:
+        try:
+            detector.sign([document.text], normalized=True)
+        except Exception as error:
+            refusal = internal_error(error)
+            letters.append(DeadLetter(refusal.reason, refusal.detail, document.source, document.record))
+        else:
+            kept.append(document)
+    return kept, detector.sign([d.text for d in kept], normalized=True)
+
+
+def _too_large(what: str, topic: str) -> str:
+    return f"the {what} does not fit topic {topic!r} (its max.message.bytes or the producer's max_request_size)"

@@ -25,8 +25,15 @@ Kafka error outside a batch (poll, join,   ``Worker.run``: new session         E
 takeover, restore)                                                             session in N s"
 a group join that never completes          ``_Session.check_join`` raises a    the same, after max(30 s, 3 x
 (kafka-python can lose one)                Kafka error                         ``session_timeout_seconds``)
-a record that cannot be processed          ``publish_batch``: dead-letter      WARNING "dead letter (reason)",
-                                           topic, unchanged, with its reason   ``dead_letters_total{reason}``
+a record that cannot be processed (any     ``publish_batch``: dead-letter      WARNING "dead letter (reason)",
+exception reading or signing it, too       topic, unchanged, with its reason   ``dead_letters_total{reason}``
+deep, too long an id)
+a record too large for its destination     ``record_fit``: a truncated copy    WARNING "dead letter (reason),
+(dead letter, verdict, unique forward)     with its hash; a verdict or         truncated (...)",
+                                           forward that does not fit: a dead   ``dead_letters_total{reason}``
+                                           letter instead
+a written topic with max.message.bytes     ``size_limits``: exit 1             the message names the topic and the
+below 16 KiB                                                                   setting
 changelog behind the committed offsets     ``_Session.take_over`` waits, then  WARNING "the changelog lags the
 at a takeover                              resumes from the offsets            committed offsets"
 corrupt, foreign or unusable snapshot      ``SnapshotStore.load_newest``:      ERROR "snapshot ... is unusable" or
@@ -64,13 +71,13 @@ from kafka.errors import KafkaError
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.clients import group_consumer, transactional_producer
-from stream_dedup.worker.batch import Destinations, publish_batch
+from stream_dedup.worker.batch import publish_batch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.restore import report_index, restore
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
-from stream_dedup.worker.topics import ensure_stage_topics
+from stream_dedup.worker.topics import ensure_stage_topics, stage_destinations
 
 log = logging.getLogger(__name__)
 
@@ -226,7 +233,7 @@ class _Session:
         self.producer = producer
         self.consumer = consumer
         self.signature_fingerprint = s.detection.signature_fingerprint()
-        self.destinations = Destinations(s.output_topic, s.dead_letter_topic, s.changelog_topic, s.unique_topic)
+        self.destinations = stage_destinations(s)
         self.active = False
         self.new_assignment: list[Any] | None = None
         #: Set while joining the group: kafka-python 3.0 can lose a join (see check_join).

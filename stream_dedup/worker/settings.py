@@ -70,6 +70,7 @@ class WorkerSettings:
     id_field: str = _setting("id", "JSON field holding the document id (else the key, else topic:partition:offset)")
     text_field: str = _setting("text", "JSON field holding the text")
     max_document_bytes: int = _setting(1 << 20, "larger record values go to the dead-letter topic")
+    max_id_bytes: int = _setting(1024, "longer document ids (field or key) send the record to the dead-letter topic")
     batch_size: int = _setting(1000, "records per batch (and per transaction)")
     batch_timeout_ms: int = _setting(100, "longest wait for a batch to fill")
     transaction_timeout_seconds: float = _setting(
@@ -125,6 +126,7 @@ class WorkerSettings:
     def _check_numbers(self) -> None:
         positive = {
             "max_document_bytes": self.max_document_bytes,
+            "max_id_bytes": self.max_id_bytes,
             "batch_size": self.batch_size,
             "transaction_timeout_seconds": self.transaction_timeout_seconds,
             "session_timeout_seconds": self.session_timeout_seconds,
@@ -184,4 +186,5 @@ class WorkerSettings:
             text_field=self.text_field,
             max_document_bytes=self.max_document_bytes,
             strip_punctuation=self.detection.strip_punctuation,
+            max_id_bytes=self.max_id_bytes,
         )

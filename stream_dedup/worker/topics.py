@@ -1,6 +1,8 @@
 """The topics of the stage, created at start-up when missing, and how the changelog is configured."""
 
 from stream_dedup.kafka.clients import TopicSpec, ensure_topics
+from stream_dedup.kafka.topic_limits import size_limits
+from stream_dedup.worker.batch import Destinations
 from stream_dedup.worker.settings import WorkerSettings
 
 #: Largest changelog record the broker accepts. A record holds at least one
@@ -23,6 +25,19 @@ def ensure_stage_topics(settings: WorkerSettings) -> None:
         [TopicSpec(name, partitions) for name in written]
         # One partition: the changelog is one ordered history of the index.
         + [TopicSpec(s.changelog_topic, 1, changelog_configs(s))],
+    )
+
+
+def stage_destinations(settings: WorkerSettings) -> Destinations:
+    """Where a batch's records go, with what each topic accepts, read from the brokers.
+
+    Read at the start of every session: a record refused for its size aborts
+    the session, and the next one then works with the topic's current limit.
+    """
+    s = settings
+    written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
+    return Destinations(
+        s.output_topic, s.dead_letter_topic, s.changelog_topic, s.unique_topic, size_limits(s.connection(), written)
     )
 
 

@@ -247,6 +247,15 @@ MALFORMED = {
         b'{"id": "x", "text": "abc \\ud800 def"}',
         "field 'text' holds an unpaired surrogate escape",
     ),
+    # json.loads would raise RecursionError: checked before parsing.
+    "100,000 nested arrays": (b"[" * 100_000 + b"]" * 100_000, "arrays and objects nested 100000 deep"),
+    "nested objects inside a document": (
+        b'{"id": "x", "text": "t", "extra": ' + b'{"a": ' * 100 + b"1" + b"}" * 100 + b"}",
+        "arrays and objects nested 101 deep",
+    ),
+    # json.loads raises a plain ValueError past 4,300 digits.
+    "an integer of 5,000 digits": (b'{"id": "x", "text": "t", "n": ' + b"9" * 5000 + b"}", "not valid JSON"),
+    "an id of 2,000 bytes": (b'{"id": "' + b"x" * 2000 + b'", "text": "t"}', "field 'id' is 2000 bytes long"),
 }
 
 

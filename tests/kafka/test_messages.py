@@ -1,11 +1,13 @@
 """Reading input records: ids from field, key or coordinates; every refusal becomes a dead letter."""
 
 import json
+import time
 from typing import Any, NamedTuple
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dedup.engine.documents import json_depth
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.messages import (
     DeadLetter,
@@ -66,13 +68,48 @@ def test_refusals_carry_a_reason_code() -> None:
         b'{"id": "x", "text": "\\t "}': "empty_text",
         b'{"id": 1.5, "text": "t"}': "invalid_id",
         b'{"id": "x", "text": "' + b"a" * 100 + b'"}': "too_large",
+        b"[" * 70 + b"]" * 70: "too_deep",
+        b'{"id": "' + b"x" * 65 + b'", "text": "t"}': "id_too_long",
+        b'{"id": ' + b"9" * 65 + b', "text": "t"}': "id_too_long",
     }
     for value, reason in cases.items():
-        letter = read(value, max_document_bytes=80)
+        letter = read(value, max_document_bytes=80 if reason == "too_large" else 1000, max_id_bytes=64)
         assert isinstance(letter, DeadLetter), value
         assert letter.reason == reason, value
     assert read(b'{"text": "t"}', key=b"\xff").reason == "invalid_id"  # type: ignore[union-attr]
     assert read(None).reason == "missing_text"  # type: ignore[union-attr]
+    assert read(b'{"text": "t"}', key=b"k" * 65, max_id_bytes=64).reason == "id_too_long"  # type: ignore[union-attr]
+
+
+def test_a_hundred_thousand_nested_arrays_are_refused_in_milliseconds_without_recursion() -> None:
+    for value in (b"[" * 100_000, b'{"text": "t", "a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"):
+        started = time.perf_counter()
+        letter = read(value)
+        assert isinstance(letter, DeadLetter) and letter.reason == "too_deep"
+        assert time.perf_counter() - started < 0.5
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    assert json_depth('["]]]]", "[[[[", "\\"]"]') == 1
+    assert json_depth('{"a": [{"b": "\\"[["}]}') == 3
+    document = read(b'{"id": "[[[[", "text": "' + b"[" * 1000 + b'"}')
+    assert isinstance(document, InputDocument) and document.id == "[[[["
+
+
+def test_the_string_scan_stays_linear_on_escaped_quotes() -> None:
+    started = time.perf_counter()
+    assert json_depth('"' + '\\"' * 300_000) == 0  # one unterminated string: quadratic with a naive pattern
+    assert time.perf_counter() - started < 0.5
+
+
+def test_an_exception_while_reading_a_record_makes_it_a_dead_letter_naming_the_exception() -> None:
+    class Exploding(bytes):
+        def decode(self, *args: Any, **kwargs: Any) -> str:
+            raise MemoryError("cannot decode")
+
+    letter = read(Exploding(b'{"id": "x", "text": "t"}'))
+    assert isinstance(letter, DeadLetter)
+    assert letter.reason == "internal_error" and letter.detail == "MemoryError: cannot decode"
 
 
 def test_dead_letter_headers_keep_the_original_ones_and_add_reason_and_source() -> None:

@@ -72,6 +72,9 @@ class FakeProducer:
         self._next_offset[topic] = offset + 1
         return _Future(offset)
 
+    def flush(self, timeout: float | None = None) -> None:
+        self._call("flush")
+
     def send_offsets_to_transaction(self, offsets: dict[Any, Any], group: Any) -> None:
         self._call("send_offsets_to_transaction")
         self.offsets = dict(offsets)

@@ -1,16 +1,19 @@
 """One batch, one transaction: what publish_batch sends, in which order, and what it leaves on failure."""
 
 import json
+import os
 import time
 from typing import Any
 
 import pytest
+import xxhash
 from kafka.errors import KafkaTimeoutError
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.changelog import decode_entry
 from stream_dedup.kafka.messages import InputReading
+from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.worker.batch import CommittedBatch, Destinations, publish_batch
 from tests.corpus import make_corpus
 from tests.worker.fakes import FakeProducer, document, record
@@ -87,3 +90,63 @@ def test_a_failed_transaction_leaves_the_positions_and_commits_nothing(failing: 
         publish([document("documents", 0, 10, "a", make_corpus(1)[0])], producer, positions, Detector(CONFIG))
     assert producer.committed == []
     assert positions == {0: 10}
+
+
+def test_a_dead_letter_too_large_for_its_topic_goes_as_a_truncated_copy_and_the_batch_commits() -> None:
+    texts = make_corpus(1, seed=8)
+    huge = os.urandom(300_000)  # fits the input topic (it arrived compressed), not the dead-letter topic
+    narrow = Destinations(
+        "verdicts", "dead-letters", "stage.changelog", None, {"dead-letters": SizeLimit(message_bytes=100_000)}
+    )
+    producer = FakeProducer()
+    publish_batch(
+        [record("documents", 0, 0, huge, b"k"), document("documents", 0, 1, "a", texts[0])],
+        Detector(CONFIG),
+        producer,  # type: ignore[arg-type]
+        "group-metadata",
+        {},
+        InputReading(max_document_bytes=1000),
+        narrow,
+        CONFIG.signature_fingerprint(),
+        time.perf_counter(),
+    )
+    (letter,) = to(producer, "dead-letters")
+    headers = dict(letter.headers or [])
+    assert headers["stream-dedup-reason"] == b"too_large"
+    assert headers["stream-dedup-truncated"] == b"value"
+    assert headers["stream-dedup-original-bytes"] == b"300000"
+    assert headers["stream-dedup-original-xxh3-128"] == xxhash.xxh3_128_hexdigest(huge).encode()
+    assert letter.key == b"k" and huge.startswith(letter.value or b"") and len(letter.value or b"") < 100_000
+    # A topic narrower than the producer's batch gets its records one batch each.
+    assert producer.calls[producer.calls.index("send") + 1 :].count("flush") == 1
+    assert len(to(producer, "verdicts")) == 1 and producer.calls[-1] == "commit_transaction"
+
+
+def test_a_unique_document_too_large_to_forward_gets_its_verdict_and_a_dead_letter_instead_of_a_forward() -> None:
+    text = make_corpus(1, seed=9)[0]
+    big_headers = [("trace", os.urandom(40_000))]
+    forwarded = record("documents", 0, 0, json.dumps({"id": "a", "text": text}).encode(), b"a")._replace(
+        headers=big_headers
+    )
+    small = Destinations(
+        "verdicts", "dead-letters", "stage.changelog", "uniques", {"uniques": SizeLimit(message_bytes=32_000)}
+    )
+    producer = FakeProducer()
+    committed = publish_batch(
+        [forwarded],
+        Detector(CONFIG),
+        producer,  # type: ignore[arg-type]
+        "group-metadata",
+        {},
+        READING,
+        small,
+        CONFIG.signature_fingerprint(),
+        time.perf_counter(),
+    )
+    assert to(producer, "uniques") == []
+    (verdict,) = to(producer, "verdicts")
+    assert json.loads(verdict.value or b"")["verdict"] == "unique"
+    (letter,) = to(producer, "dead-letters")
+    assert dict(letter.headers or [])["stream-dedup-reason"] == b"unique_too_large"
+    assert letter.value == forwarded.value and ("trace", big_headers[0][1]) in (letter.headers or [])
+    assert committed.report.dead_letters == {"unique_too_large": 1}
