@@ -10,6 +10,7 @@ half-committed batch.
 import logging
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,11 +26,13 @@ from stream_dedup.kafka.messages import (
     InputReading,
     dead_letter_headers,
     read_record,
+    source_of,
     source_pointer,
     verdict_value,
 )
 from stream_dedup.lsh.generation import IndexedBatch
 from stream_dedup.worker.events import BatchReport
+from stream_dedup.worker.isolation import ISOLATED_REASON, coordinates
 
 log = logging.getLogger(__name__)
 
@@ -62,16 +65,23 @@ def publish_batch(
     destinations: Destinations,
     digest: str,
     started: float,
+    refused: Mapping[tuple[str, int, int], str] | None = None,
 ) -> CommittedBatch:
     """Process ``records`` and commit everything they produce in one transaction.
 
     ``positions`` (input partition -> next offset) is updated in place only
     once the commit succeeded. Raises whatever the client raises; the caller
     must then treat the detector as dirty (it already indexed the batch).
+    ``refused`` (coordinates -> error) are records isolated as making their
+    batch fail (:mod:`stream_dedup.worker.isolation`): dead-lettered unread.
     """
     documents: list[InputDocument] = []
     letters: list[DeadLetter] = []
     for record in records:
+        error = refused.get(coordinates(record)) if refused else None
+        if error is not None:
+            letters.append(DeadLetter(ISOLATED_REASON, f"its batch kept failing: {error}", source_of(record), record))
+            continue
         item = read_record(record, reading)
         if isinstance(item, InputDocument):
             documents.append(item)
