@@ -90,8 +90,6 @@ log = logging.getLogger(__name__)
 
 _MAX_BACKOFF_SECONDS = 30.0
 _LAG_EVERY_SECONDS = 1.0
-#: A partition with this many batches buffered is paused until the merge takes from it.
-_BUFFERED_BATCHES = 2
 
 
 class _BatchFailedError(Exception):
@@ -266,7 +264,6 @@ class _Session:
         #: Fetched records not yet judged, taken in event-time order (see ordering).
         self.merge = EventTimeMerge(s.max_partition_idle_ms / 1000.0)
         self.failures = worker.failures
-        self._paused: set[int] = set()
         self._last_lag = 0.0
 
     def run(self) -> None:
@@ -296,7 +293,6 @@ class _Session:
                 batch = self.next_batch()
                 if batch:
                     self.process_batch(batch)
-                self.pace_fetches()
             elif self.replay.apply_available(self.detector):
                 report_index(self.events, self.detector)
             # 6. Between batches, so that a snapshot never holds half a batch.
@@ -365,8 +361,6 @@ class _Session:
                 consumer.seek_to_beginning(tp)  # never committed: the whole partition is new
         self.positions = dict(replay.positions)
         # Records fetched before the takeover were dropped: the merge starts empty.
-        consumer.resume(*assigned)
-        self._paused = set()
         self.merge.assign({tp.partition: consumer.position(tp) for tp in assigned})
         self.active = True
         report_index(self.events, self.detector)
@@ -396,16 +390,6 @@ class _Session:
         batch, later = self.failures.cut(batch)
         merge.unread(later)
         return batch
-
-    def pace_fetches(self) -> None:
-        """Pause fetching a partition that has a few batches buffered (memory), resume it once taken from."""
-        topic, limit = self.settings.input_topic, _BUFFERED_BATCHES * self.settings.batch_size
-        full = {p for p in self.merge.partitions if self.merge.buffered(p) >= limit}
-        if full - self._paused:
-            self.consumer.pause(*(TopicPartition(topic, p) for p in full - self._paused))
-        if self._paused - full:
-            self.consumer.resume(*(TopicPartition(topic, p) for p in self._paused - full))
-        self._paused = full
 
     def process_batch(self, records: list[Any]) -> None:
         """Judge ``records`` and commit all they produce in one transaction, or abort it and end the session."""
@@ -459,12 +443,20 @@ class _Session:
         self.events.record_isolated(topic, partition, offset)
 
     def abort(self, error: Exception) -> None:
-        """Abort the open transaction if the producer still can; the broker aborts it otherwise."""
+        """Abort the open transaction if the brokers are reachable; else the next session's producer does.
+
+        kafka-python 3.0's ``abort_transaction()`` takes no timeout and waits for
+        the broker: after a Kafka error it could wait forever, so it is left to
+        ``init_transactions()`` of the next session, which fences this producer
+        and aborts its transaction.
+        """
         log.error("batch failed, aborting its transaction: %r", error)
         self.events.transaction_aborted(type(error).__name__)
+        if isinstance(error, KafkaError):
+            return
         try:
             self.producer.flush(timeout=5)
-            self.producer.abort_transaction(timeout_ms=5000)
+            self.producer.abort_transaction()
         except KafkaError as abort_error:
             log.warning("could not abort (the transaction times out on the broker): %r", abort_error)
 
