@@ -20,13 +20,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.documents import REASONS
+from stream_dedup.worker.batch import UNIQUE_TOO_LARGE, VERDICT_TOO_LARGE
 from stream_dedup.worker.events import Role
+from stream_dedup.worker.isolation import ISOLATED_REASON
 
 #: What a replica is doing; exactly one has value 1 in ``stream_dedup_role``.
 ROLES: tuple[Role, ...] = get_args(Role)
 
 #: Why a record went to the dead-letter topic instead of being judged.
-DEAD_LETTER_REASONS: tuple[str, ...] = REASONS
+DEAD_LETTER_REASONS: tuple[str, ...] = (*REASONS, VERDICT_TOO_LARGE, UNIQUE_TOO_LARGE, ISOLATED_REASON)
 
 _VERDICTS = ("unique", "duplicate")
 _TRANSACTION_OUTCOMES = ("committed", "aborted")
@@ -153,6 +155,16 @@ class WorkerMetrics:
         )
         self.replay_remaining = Gauge(
             "stream_dedup_replay_remaining_records", "Changelog records still to replay.", registry=r
+        )
+        self.partition_wait = Counter(
+            "stream_dedup_partition_wait_seconds_total",
+            "Time the loop held back, waiting for a lagging input partition (event-time order).",
+            registry=r,
+        )
+        self.isolated_records = Counter(
+            "stream_dedup_isolated_records_total",
+            "Records that kept failing their batch, isolated and sent to the dead-letter topic.",
+            registry=r,
         )
         self.last_commit = Gauge(
             "stream_dedup_last_commit_timestamp_seconds", "Unix time of the last committed transaction.", registry=r

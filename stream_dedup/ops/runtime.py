@@ -68,6 +68,12 @@ class MetricsEvents(WorkerEvents):
         for (topic, partition), records in lag.items():
             self.metrics.consumer_lag.labels(topic, str(partition)).set(records)
 
+    def partition_waited(self, seconds: float) -> None:
+        self.metrics.partition_wait.inc(seconds)
+
+    def record_isolated(self, topic: str, partition: int, offset: int) -> None:
+        self.metrics.isolated_records.inc()
+
     def replay_progress(self, documents: int, remaining_records: int) -> None:
         self.metrics.replayed_documents.inc(documents)
         self.metrics.replay_remaining.set(remaining_records)

@@ -34,14 +34,20 @@ from stream_dedup.kafka.messages import (
     InputReading,
     added_headers,
     read_record,
+    source_of,
     source_pointer,
     verdict_value,
 )
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits, fitted
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.worker.events import BatchReport
+from stream_dedup.worker.isolation import ISOLATED_REASON, coordinates
 
 log = logging.getLogger(__name__)
+
+#: Dead-letter reasons of records whose output does not fit its topic.
+VERDICT_TOO_LARGE = "verdict_too_large"
+UNIQUE_TOO_LARGE = "unique_too_large"
 
 
 @dataclass(frozen=True)
@@ -77,16 +83,23 @@ def publish_batch(
     destinations: Destinations,
     digest: str,
     started: float,
+    refused: Mapping[tuple[str, int, int], str] | None = None,
 ) -> CommittedBatch:
     """Process ``records`` and commit everything they produce in one transaction.
 
     ``positions`` (input partition -> next offset) is updated in place only
     once the commit succeeded. Raises whatever the client raises; the caller
     must then treat the detector as dirty (it already indexed the batch).
+    ``refused`` (coordinates -> error) are records isolated as making their
+    batch fail (:mod:`stream_dedup.worker.isolation`): dead-lettered unread.
     """
     documents: list[InputDocument] = []
     letters: list[DeadLetter] = []
     for record in records:
+        error = refused.get(coordinates(record)) if refused else None
+        if error is not None:
+            letters.append(DeadLetter(ISOLATED_REASON, f"its batch kept failing: {error}", source_of(record), record))
+            continue
         item = read_record(record, reading)  # never raises: a record it cannot read is a dead letter
         if isinstance(item, InputDocument):
             documents.append(item)
@@ -116,7 +129,7 @@ def publish_batch(
             if not send.verdict(value):
                 letters.append(
                     DeadLetter(
-                        "verdict_too_large",
+                        VERDICT_TOO_LARGE,
                         _too_large("verdict", destinations.output_topic),
                         document.source,
                         document.record,
@@ -130,7 +143,7 @@ def publish_batch(
             if unique and not send.forward(document.record):
                 letters.append(
                     DeadLetter(
-                        "unique_too_large",
+                        UNIQUE_TOO_LARGE,
                         _too_large("forward", destinations.unique_topic or ""),
                         document.source,
                         document.record,

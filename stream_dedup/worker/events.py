@@ -76,6 +76,12 @@ class WorkerEvents:
     def lag_measured(self, lag: dict[tuple[str, int], int]) -> None:
         """Records behind the end of each assigned input partition (topic, partition)."""
 
+    def partition_waited(self, seconds: float) -> None:
+        """The loop held back ``seconds`` more, waiting for a lagging partition (event-time order)."""
+
+    def record_isolated(self, topic: str, partition: int, offset: int) -> None:
+        """A record that kept failing its batch was isolated and sent to the dead-letter topic."""
+
     def replay_progress(self, documents: int, remaining_records: int) -> None:
         """``documents`` more were re-indexed from the changelog; ``remaining_records`` to go."""
 

@@ -3,10 +3,12 @@
 A *session* is one connected lifetime: restore the index (newest valid
 snapshot plus the changelog after it), connect, join the group, then go round
 one loop (:meth:`_Session.run`): poll; take over on a new assignment; then
-either, holding the partitions, process the batch in one transaction
-(verdicts, dead letters, changelog record and input offsets, see
-:mod:`stream_dedup.worker.batch`), or, standing by, tail the changelog; and
-snapshot when due. Any Kafka failure ends the session: its open transaction
+either, holding the partitions, take the next records in event-time order
+across partitions (:mod:`stream_dedup.worker.ordering`) and process them as one
+batch in one transaction (verdicts, dead letters, changelog record and input
+offsets, see :mod:`stream_dedup.worker.batch`), or, standing by, tail the
+changelog; and snapshot when due. Records fetched but not yet taken are never
+committed: after a crash they are fetched again. Any Kafka failure ends the session: its open transaction
 is aborted, and since the detector may already hold the aborted batch, the
 next session rebuilds the index from the snapshot and the changelog instead
 of trusting memory.
@@ -34,6 +36,16 @@ a record too large for its destination     ``record_fit``: a truncated copy    W
                                            letter instead
 a written topic with max.message.bytes     ``size_limits``: exit 1             the message names the topic and the
 below 16 KiB                                                                   setting
+a batch failing for a reason other than    ``_Session.process_batch`` aborts;  ERROR "batch failed, aborting its
+Kafka (a record that trips a bug), again   ``Worker.run``: new session after   transaction"; then ERROR "record
+and again                                  1 s; after 3 identical failures     T:P:O fails its batch",
+                                           its records are judged one per      ``isolated_records_total``,
+                                           transaction (``BatchFailures``);    ``dead_letters_total{reason=
+                                           the one failing alone is dead-      "processing_failed"}``
+                                           lettered, unread
+a lagging input partition with nothing     ``EventTimeMerge.take`` waits (no   ``partition_wait_seconds_total``
+fetched (event-time order)                 batch) up to                        grows; then the other partitions go
+                                           ``max_partition_idle_ms``           on past it
 changelog behind the committed offsets     ``_Session.take_over`` waits, then  WARNING "the changelog lags the
 at a takeover                              resumes from the offsets            committed offsets"
 corrupt, foreign or unusable snapshot      ``SnapshotStore.load_newest``:      ERROR "snapshot ... is unusable" or
@@ -63,7 +75,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import MemberToRemove
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
@@ -73,6 +85,8 @@ from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.clients import group_consumer, transactional_producer
 from stream_dedup.worker.batch import publish_batch
 from stream_dedup.worker.events import WorkerEvents
+from stream_dedup.worker.isolation import BatchFailures
+from stream_dedup.worker.ordering import EventTimeMerge
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.restore import report_index, restore
 from stream_dedup.worker.settings import WorkerSettings
@@ -83,6 +97,10 @@ log = logging.getLogger(__name__)
 
 _MAX_BACKOFF_SECONDS = 30.0
 _LAG_EVERY_SECONDS = 1.0
+
+
+class _BatchFailedError(Exception):
+    """A batch failed for a reason other than Kafka; its transaction is aborted and the session ends."""
 
 
 class Worker:
@@ -99,6 +117,8 @@ class Worker:
         self.events = events or WorkerEvents()
         self.detector_factory = detector_factory
         self.store = SnapshotStore(settings.snapshot_dir, settings.snapshots_kept)
+        #: Outlives sessions: a failing batch ends its session and comes back in the next.
+        self.failures = BatchFailures()
         self._stop = threading.Event()
         self._deadline: float | None = None
 
@@ -132,6 +152,10 @@ class Worker:
         - :class:`OSError` (the snapshot directory cannot be created or read):
           raised too, exit 1. A failed snapshot *write* is not an error: it is
           reported and the changelog keeps everything.
+        - Any other exception while processing a batch: its transaction is
+          aborted and a new session starts after 1 s; after a few identical
+          failures the offending record is isolated and dead-lettered
+          (:mod:`stream_dedup.worker.isolation`).
         - Anything else is a bug: raised with its traceback.
         """
         ensure_stage_topics(self.settings)
@@ -144,6 +168,10 @@ class Worker:
                 log.error("Kafka error, restarting the session in %.0f s: %r", backoff, error)
                 self._stop.wait(backoff)
                 backoff = min(2 * backoff, _MAX_BACKOFF_SECONDS)
+            except _BatchFailedError:
+                # Not a broker fault: no reason to back off. It ends within a few
+                # sessions, when the offending record is isolated (see isolation).
+                self._stop.wait(1.0)
 
     def _run_session(self) -> None:
         """Restore, connect, loop; every client is closed on the way out, the last opened first."""
@@ -240,6 +268,9 @@ class _Session:
         self.awaiting_assignment_since: float | None = time.monotonic()
         #: Input partition -> next offset to read, as of the last committed batch.
         self.positions: dict[int, int] = {}
+        #: Fetched records not yet judged, taken in event-time order (see ordering).
+        self.merge = EventTimeMerge(s.max_partition_idle_ms / 1000.0)
+        self.failures = worker.failures
         self._last_lag = 0.0
 
     def run(self) -> None:
@@ -262,11 +293,13 @@ class _Session:
             # 4. Stop between batches: records not processed are fetched again by whoever runs next.
             if self.worker.stopping:
                 break
-            # 5. Active: the batch in one transaction. Standby: what the active replica committed.
-            records = [r for tp in sorted(polled) for r in polled[tp]]
+            # 5. Active: the next records in event-time order, in one transaction.
+            #    Standby: what the active replica committed.
             if self.active:
-                if records:
-                    self.process_batch(records)
+                self.merge.add(r for tp in sorted(polled) for r in polled[tp])
+                batch = self.next_batch()
+                if batch:
+                    self.process_batch(batch)
             elif self.replay.apply_available(self.detector):
                 report_index(self.events, self.detector)
             # 6. Between batches, so that a snapshot never holds half a batch.
@@ -334,10 +367,36 @@ class _Session:
             else:
                 consumer.seek_to_beginning(tp)  # never committed: the whole partition is new
         self.positions = dict(replay.positions)
+        # Records fetched before the takeover were dropped: the merge starts empty.
+        self.merge.assign({tp.partition: consumer.position(tp) for tp in assigned})
         self.active = True
         report_index(self.events, self.detector)
         self.events.role_changed("active", f"processing {len(assigned)} partitions")
         log.info("active: %d partitions of %s", len(assigned), self.settings.input_topic)
+
+    def next_batch(self) -> list[Any]:
+        """The next records to judge: a prefix of the merged order, at most ``batch_size``.
+
+        Fetch positions can pass the records returned (transaction markers);
+        a partition with nothing buffered that looks caught up gets its end
+        offset asked for again (the last stable offset: read_committed), so
+        that a partition whose records are on the way is waited for, not
+        overtaken. Suspects of a failing batch are judged alone.
+        """
+        topic, merge = self.settings.input_topic, self.merge
+        parts = {p: TopicPartition(topic, p) for p in merge.partitions}
+        merge.note_positions({p: self.consumer.position(tp) for p, tp in parts.items()})
+        unsure = merge.unknown_or_caught_up()
+        if unsure:
+            ends = self.consumer.end_offsets([parts[p] for p in unsure])
+            merge.note_ends({tp.partition: end for tp, end in ends.items() if end is not None})
+        waited = merge.waited_seconds
+        batch = merge.take(self.settings.batch_size, time.monotonic())
+        if merge.waited_seconds > waited:
+            self.events.partition_waited(merge.waited_seconds - waited)
+        batch, later = self.failures.cut(batch)
+        merge.unread(later)
+        return batch
 
     def process_batch(self, records: list[Any]) -> None:
         """Judge ``records`` and commit all they produce in one transaction, or abort it and end the session."""
@@ -353,6 +412,7 @@ class _Session:
                 self.destinations,
                 self.signature_fingerprint,
                 started,
+                self.failures.offenders,
             )
         except KafkaError as error:
             # Abort, and let the error end the session: the detector already
@@ -360,17 +420,50 @@ class _Session:
             # what was committed.
             self.abort(error)
             raise
+        except Exception as error:
+            # Not a broker fault: retrying meets the same records in the same
+            # order. Abort and end the session (the detector may hold part of the
+            # batch); after a few identical failures its records are judged one by
+            # one, and the one that fails alone is dead-lettered.
+            self.abort(error)
+            self.isolate(records, error)
+            raise _BatchFailedError(repr(error)) from error
+        self.failures.succeeded(records)
         # Our own changelog records are in the detector already: the replay must not apply them again.
         self.replay.skip_to(committed.changelog_offset, self.positions)
         self.events.batch_committed(committed.report)
 
-    def abort(self, error: KafkaError) -> None:
-        """Abort the open transaction if the producer still can; the broker aborts it otherwise."""
+    def isolate(self, records: list[Any], error: Exception) -> None:
+        """Note the failure; name the record when this failure isolates it."""
+        offender = self.failures.failed(records, error)
+        if offender is None:
+            return
+        topic, partition, offset = offender
+        log.error(
+            "record %s:%d:%d fails its batch (%r): it goes to the dead-letter topic",
+            topic,
+            partition,
+            offset,
+            error,
+            extra={"topic": topic, "partition": partition, "offset": offset},
+        )
+        self.events.record_isolated(topic, partition, offset)
+
+    def abort(self, error: Exception) -> None:
+        """Abort the open transaction if the brokers are reachable; else the next session's producer does.
+
+        kafka-python 3.0's ``abort_transaction()`` takes no timeout and waits for
+        the broker: after a Kafka error it could wait forever, so it is left to
+        ``init_transactions()`` of the next session, which fences this producer
+        and aborts its transaction.
+        """
         log.error("batch failed, aborting its transaction: %r", error)
         self.events.transaction_aborted(type(error).__name__)
+        if isinstance(error, KafkaError):
+            return
         try:
             self.producer.flush(timeout=5)
-            self.producer.abort_transaction(timeout_ms=5000)
+            self.producer.abort_transaction()
         except KafkaError as abort_error:
             log.warning("could not abort (the transaction times out on the broker): %r", abort_error)
 

@@ -73,6 +73,9 @@ class WorkerSettings:
     max_id_bytes: int = _setting(1024, "longer document ids (field or key) send the record to the dead-letter topic")
     batch_size: int = _setting(1000, "records per batch (and per transaction)")
     batch_timeout_ms: int = _setting(100, "longest wait for a batch to fill")
+    max_partition_idle_ms: int = _setting(
+        2000, "longest wait for a lagging input partition before judging the others past it (event-time order)"
+    )
     transaction_timeout_seconds: float = _setting(
         15.0, "broker aborts a transaction left open this long by a dead worker"
     )
@@ -142,6 +145,10 @@ class WorkerSettings:
             raise ConfigError("batch_size", f"must be at most 100000, got {self.batch_size}")
         if self.batch_timeout_ms < 0:
             raise ConfigError("batch_timeout_ms", f"must not be negative, got {self.batch_timeout_ms}")
+        if not 0 <= self.max_partition_idle_ms <= 600_000:
+            raise ConfigError(
+                "max_partition_idle_ms", f"must be between 0 and 600000 (10 minutes), got {self.max_partition_idle_ms}"
+            )
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(
                 "metrics_port", f"must be a port number (0 turns the server off), got {self.metrics_port}"

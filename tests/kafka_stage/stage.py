@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -73,9 +73,11 @@ def make_stage(bootstrap: str, create_topic: Any, snapshot_root: Path) -> Stage:
 
 
 @contextlib.contextmanager
-def worker_thread(settings: WorkerSettings) -> Iterator[Worker]:
+def worker_thread(
+    settings: WorkerSettings, detector_factory: Callable[[DetectionConfig], Detector] = Detector
+) -> Iterator[Worker]:
     """A worker running in a thread of the test process, stopped (as by SIGTERM) at the end."""
-    worker = Worker(settings)
+    worker = Worker(settings, detector_factory=detector_factory)
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -154,22 +156,44 @@ def kill_leftover_workers() -> None:
     WorkerProcess.started.clear()
 
 
-def produce(bootstrap: str, topic: str, messages: Sequence[tuple[bytes | None, bytes | None, int | None]]) -> None:
-    """Send ``(key, value, partition)`` messages and wait for all of them."""
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5)
+#: ``(key, value, partition)``, or ``(key, value, partition, timestamp_ms)``.
+Message = tuple[bytes | None, bytes | None, int | None] | tuple[bytes | None, bytes | None, int | None, int | None]
+
+
+def produce(bootstrap: str, topic: str, messages: Sequence[Message], transactional_id: str | None = None) -> None:
+    """Send the messages and wait for all of them; with ``transactional_id``, in one transaction.
+
+    A transaction makes the messages visible to a read_committed consumer on
+    every partition at once.
+    """
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, transactional_id=transactional_id)
     try:
-        for key, value, partition in messages:
-            producer.send(topic, key=key, value=value, partition=partition)
+        if transactional_id is not None:
+            producer.init_transactions()
+            producer.begin_transaction()
+        for key, value, partition, *timestamp in messages:
+            producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=next(iter(timestamp), None))
+        if transactional_id is not None:
+            producer.commit_transaction()
         producer.flush(60)
     finally:
         producer.close()
 
 
-def document_messages(corpus: Sequence[tuple[str, int]], partitions: int) -> list[tuple[bytes, bytes, int]]:
-    """JSON documents ``doc-N``; near-copies go to their original's partition (see :func:`expected_verdicts`)."""
+def document_messages(
+    corpus: Sequence[tuple[str, int]], partitions: int, first_timestamp_ms: int | None = None
+) -> list[tuple[bytes, bytes, int, int]]:
+    """JSON documents ``doc-N``, round-robin over the partitions, ``doc-N`` stamped ``first_timestamp_ms + N``.
+
+    Near-copies land on any partition, as with real producers. Timestamps are
+    explicit and distinct, increasing with N, so the event-time order
+    (timestamp, partition, offset) is the corpus order (see :func:`expected_verdicts`).
+    They are recent by default: the broker deletes records older than the topic's retention.
+    """
+    first = int(time.time() * 1000) if first_timestamp_ms is None else first_timestamp_ms
     return [
-        (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": text}).encode(), cluster % partitions)
-        for i, (text, cluster) in enumerate(corpus)
+        (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": text}).encode(), i % partitions, first + i)
+        for i, (text, _) in enumerate(corpus)
     ]
 
 
@@ -182,8 +206,10 @@ def expected_verdicts(
 ) -> dict[str, dict[str, Any]]:
     """Verdicts of one uninterrupted run over the corpus, by document id.
 
-    Near-copies share their original's partition, so every pair that can be
-    similar is ordered the same way in every run, however partitions interleave.
+    The worker judges a backlog in event-time order (timestamp, partition,
+    offset) across partitions; :func:`document_messages` stamps ``doc-N`` with
+    increasing timestamps, so that order is the corpus order, however the
+    partitions' fetches interleave.
     """
     detector = Detector(config or DetectionConfig())
     ids = [f"doc-{i}" for i in range(len(corpus))]

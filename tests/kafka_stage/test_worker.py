@@ -47,7 +47,7 @@ def test_every_document_gets_exactly_one_verdict_with_its_source(stage: Stage) -
         assert verdict["source"]["topic"] == stage.input_topic
         assert isinstance(verdict["source"]["timestamp"], int)
     # The source coordinates point at the record that carried the document.
-    sent_partition = {f"doc-{i}": partition for i, (_, _, partition) in enumerate(messages)}
+    sent_partition = {f"doc-{i}": message[2] for i, message in enumerate(messages)}
     assert all(json.loads(r.value)["source"]["partition"] == sent_partition[json.loads(r.value)["id"]] for r in records)
 
 

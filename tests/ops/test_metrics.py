@@ -41,6 +41,8 @@ CONTRACT = [
     ("rebalances", "stream_dedup_rebalances_total", "counter", ()),
     ("replayed_documents", "stream_dedup_replayed_documents_total", "counter", ()),
     ("replay_remaining", "stream_dedup_replay_remaining_records", "gauge", ()),
+    ("partition_wait", "stream_dedup_partition_wait_seconds_total", "counter", ()),
+    ("isolated_records", "stream_dedup_isolated_records_total", "counter", ()),
     ("last_commit", "stream_dedup_last_commit_timestamp_seconds", "gauge", ()),
 ]  # fmt: skip
 
@@ -88,7 +90,8 @@ def test_labelled_series_exist_at_zero_from_construction() -> None:
         assert sample(metrics, "stream_dedup_transactions_total", outcome=outcome) == 0.0
     assert set(DEAD_LETTER_REASONS) == {
         "invalid_utf8", "invalid_json", "not_an_object", "missing_text", "invalid_text", "empty_text", "invalid_id",
-        "too_large",
+        "too_large", "too_deep", "id_too_long", "internal_error", "verdict_too_large", "unique_too_large",
+        "processing_failed",
     }  # fmt: skip
 
 

@@ -79,6 +79,8 @@ def test_values_from_the_environment_are_typed() -> None:
         ({"log_format": "yaml"}, {}, "log_format"),
         ({"instance_id": "pod/0"}, {}, "instance_id"),
         ({"dead_letter_topic": "verdicts"}, {}, "output_topic"),
+        ({"max_partition_idle_ms": "-1"}, {}, "max_partition_idle_ms"),
+        ({}, {"STREAM_DEDUP_MAX_PARTITION_IDLE_MS": "600001"}, "max_partition_idle_ms"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_setting(

@@ -1,0 +1,160 @@
+"""Event-time order across partitions: which fetched record is judged next.
+
+Kafka orders records within a partition only. Which near-copy of a pair is
+"the original" must not depend on how fetches from different partitions
+happened to interleave (after a restart, one partition can be fetched far
+ahead of the others), so records are judged in the order of the key
+
+    (timestamp, partition, offset)
+
+over the records at the head of each partition's buffer, as Kafka Streams
+does (``PartitionGroup``, ``max.task.idle.ms``, KIP-353 and KIP-695):
+
+- a partition with known lag (its end offset lies past its fetch position)
+  and nothing buffered *starves* the merge: nothing is taken until it
+  delivers, or until it has starved for ``max_idle_seconds``, after which
+  the others go on without it;
+- a caught-up partition (nothing past its position) holds nobody back.
+
+So a backlog (restart, failover, catch-up) is judged in the same order
+whatever the timing of the fetches, provided each lagging partition delivers
+within the idle time. Records arriving at the live edge are judged as they
+arrive: a record produced later with an older timestamp is not waited for.
+
+The merge is pure: the caller feeds it records, fetch positions and end
+offsets, and the clock. Records taken are a prefix of the merged order;
+records still buffered were never judged, and after a crash they are simply
+fetched again from the committed offsets.
+
+Example:
+    >>> from types import SimpleNamespace as Record
+    >>> merge = EventTimeMerge(max_idle_seconds=2.0)
+    >>> merge.assign({0: 0, 1: 0})
+    >>> merge.note_ends({0: 1, 1: 1})
+    >>> merge.add([Record(timestamp=5, partition=0, offset=0)])
+    >>> merge.take(100, now=0.0)  # partition 1 lags with nothing buffered: wait
+    []
+    >>> merge.add([Record(timestamp=3, partition=1, offset=0)])
+    >>> [(r.partition, r.offset) for r in merge.take(100, now=0.1)]
+    [(1, 0), (0, 0)]
+"""
+
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+
+def order_key(record: Any) -> tuple[int, int, int]:
+    """The merge order of a record: ``(timestamp, partition, offset)``."""
+    return (record.timestamp, record.partition, record.offset)
+
+
+class EventTimeMerge:
+    """Per-partition buffers of fetched records, taken in event-time order.
+
+    Args:
+        max_idle_seconds: how long a lagging partition with nothing buffered
+            may hold the others back (``max_partition_idle_ms``); 0 never waits.
+    """
+
+    def __init__(self, max_idle_seconds: float) -> None:
+        if max_idle_seconds < 0:
+            raise ValueError(f"max_idle_seconds must not be negative, got {max_idle_seconds}")
+        self.max_idle_seconds = max_idle_seconds
+        self._buffers: dict[int, deque[Any]] = {}
+        #: Partition -> next offset the consumer will fetch (past everything buffered).
+        self._positions: dict[int, int] = {}
+        #: Partition -> end offset (the last stable offset), as last learned.
+        self._ends: dict[int, int] = {}
+        #: Partition -> when it started starving.
+        self._starving_since: dict[int, float] = {}
+        #: When the last call to take() decided to wait, if it did.
+        self._waiting_since: float | None = None
+        self.waited_seconds = 0.0
+
+    def assign(self, positions: dict[int, int]) -> None:
+        """Start over with these partitions, each to be fetched from ``positions[p]``; drops every buffer."""
+        self._buffers = {p: deque() for p in positions}
+        self._positions = dict(positions)
+        self._ends = {}
+        self._starving_since = {}
+        self._waiting_since = None
+
+    @property
+    def partitions(self) -> list[int]:
+        return sorted(self._buffers)
+
+    def buffered(self, partition: int) -> int:
+        """Records of ``partition`` fetched and not yet taken."""
+        return len(self._buffers[partition])
+
+    def add(self, records: Iterable[Any]) -> None:
+        """Append fetched records (each partition's in offset order) to their partitions' buffers."""
+        for record in records:
+            buffer = self._buffers[record.partition]
+            if buffer and record.offset <= buffer[-1].offset:
+                raise ValueError(f"partition {record.partition}: offset {record.offset} fetched out of order")
+            buffer.append(record)
+            self._positions[record.partition] = max(self._positions[record.partition], record.offset + 1)
+
+    def note_positions(self, positions: dict[int, int]) -> None:
+        """The consumer's fetch positions: they can pass what was buffered (transaction markers, aborted records)."""
+        for partition, position in positions.items():
+            if partition in self._positions:
+                self._positions[partition] = max(self._positions[partition], position)
+
+    def note_ends(self, ends: dict[int, int]) -> None:
+        """End offsets of partitions, as the broker last reported them."""
+        for partition, end in ends.items():
+            if partition in self._buffers:
+                self._ends[partition] = end
+
+    def unknown_or_caught_up(self) -> list[int]:
+        """Empty partitions whose lag is unknown or zero: those whose end offset is worth asking for again."""
+        return [p for p, buffer in self._buffers.items() if not buffer and not self._lagging(p)]
+
+    def starving(self) -> list[int]:
+        """Partitions with known lag and nothing buffered."""
+        return [p for p, buffer in self._buffers.items() if not buffer and self._lagging(p)]
+
+    def take(self, limit: int, now: float) -> list[Any]:
+        """Up to ``limit`` records, the smallest ``(timestamp, partition, offset)`` first.
+
+        Stops early at a partition that starves within its idle time: the
+        records after that point might not be next. ``now`` is a monotonic
+        clock in seconds; the time between a call that waited and the next
+        call is added to :attr:`waited_seconds`.
+        """
+        if self._waiting_since is not None:
+            self.waited_seconds += max(0.0, now - self._waiting_since)
+            self._waiting_since = None
+        taken: list[Any] = []
+        while len(taken) < limit:
+            if self._must_wait(now):
+                self._waiting_since = now
+                break
+            heads = [buffer[0] for buffer in self._buffers.values() if buffer]
+            if not heads:
+                break
+            head = min(heads, key=order_key)
+            taken.append(self._buffers[head.partition].popleft())
+        return taken
+
+    def unread(self, records: Sequence[Any]) -> None:
+        """Put back records just taken (a prefix of the order), so that they are taken again next."""
+        for record in reversed(records):
+            self._buffers[record.partition].appendleft(record)
+
+    def _lagging(self, partition: int) -> bool:
+        end = self._ends.get(partition)
+        return end is not None and end > self._positions[partition]
+
+    def _must_wait(self, now: float) -> bool:
+        """Whether a partition starves within its idle time; keeps each partition's starving clock."""
+        starving = set(self.starving())
+        for partition in list(self._starving_since):
+            if partition not in starving:
+                del self._starving_since[partition]
+        for partition in starving:
+            self._starving_since.setdefault(partition, now)
+        return any(now - since < self.max_idle_seconds for since in self._starving_since.values())

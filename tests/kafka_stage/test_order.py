@@ -1,0 +1,68 @@
+"""Event-time order across partitions, and a record that keeps failing its batch, on a real broker."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.verdict import Verdict
+from stream_dedup.lsh.generation import IndexedBatch
+from tests.corpus import make_corpus
+
+from .stage import Stage, produce, read_committed, worker_thread
+
+pytestmark = pytest.mark.kafka
+
+
+def doc(doc_id: str, text: str, partition: int, timestamp_ms: int) -> tuple[bytes, bytes, int, int]:
+    return doc_id.encode(), json.dumps({"id": doc_id, "text": text}).encode(), partition, timestamp_ms
+
+
+def test_a_backlog_is_judged_in_timestamp_order_across_partitions(stage: Stage) -> None:
+    """The older near-copy is the original, though its partition is fetched after a busier one."""
+    texts = make_corpus(301, seed=41)
+    now = int(time.time() * 1000)
+    # Partition 0: 300 documents, the first a near-copy of the one in partition 1, stamped later.
+    messages = [doc(f"late-{i}", texts[i], 0, now + 1000 + i) for i in range(300)]
+    messages.append(doc("early", texts[0] + " and one more word", 1, now))
+    produce(stage.bootstrap, stage.input_topic, messages)
+    with worker_thread(stage.settings(batch_size=100)):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(messages))
+    verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
+    assert verdicts["early"]["verdict"] == "unique"
+    assert verdicts["late-0"]["verdict"] == "duplicate" and verdicts["late-0"]["duplicate_of"] == "early"
+
+
+class _TripsOnOneDocument(Detector):
+    """A detector with a bug that one document triggers, every time."""
+
+    def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
+        if "poison" in batch.ids:
+            raise RuntimeError("the detector trips on this document")
+        return super().process_signed(batch)
+
+
+def test_a_record_that_keeps_failing_its_batch_is_isolated_and_dead_lettered(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    texts = make_corpus(40, seed=42)
+    now = int(time.time() * 1000)
+    messages = [doc(f"d{i}", texts[i], i % 3, now + i) for i in range(40)]
+    messages[17] = doc("poison", texts[17], 17 % 3, now + 17)
+    produce(stage.bootstrap, stage.input_topic, messages)
+    factory: Any = _TripsOnOneDocument
+    with caplog.at_level("ERROR", logger="stream_dedup"), worker_thread(stage.settings(batch_size=20), factory):
+        verdicts = read_committed(stage.bootstrap, stage.output_topic, 39, timeout=120)
+        letters = read_committed(stage.bootstrap, stage.dead_letter_topic, 1, timeout=60)
+    assert sorted(json.loads(r.value)["id"] for r in verdicts) == sorted(f"d{i}" for i in range(40) if i != 17)
+    (letter,) = letters
+    headers = dict(letter.headers)
+    assert letter.value == messages[17][1]
+    assert headers["stream-dedup-reason"] == b"processing_failed"
+    assert b"RuntimeError" in headers["stream-dedup-error"]
+    named = [r for r in caplog.records if "fails its batch" in r.getMessage()]
+    assert named and getattr(named[0], "partition", None) == 17 % 3
