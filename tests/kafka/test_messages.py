@@ -4,6 +4,7 @@ import json
 import time
 from typing import Any, NamedTuple
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ from stream_dedup.kafka.messages import (
     verdict_value,
 )
 from stream_dedup.lsh import NO_SOURCE
+from tests.hostile_records import HOSTILE, MAX_DOCUMENT_BYTES
 
 
 class Record(NamedTuple):
@@ -150,3 +152,12 @@ def test_a_match_source_comes_back_as_given_or_not_at_all(partition: int, offset
         assert value["match_source"] == {"topic": "documents", "partition": partition, "offset": offset}
     else:
         assert pointer == NO_SOURCE  # the engine reports no match source for it
+
+
+@pytest.mark.parametrize(("name", "key", "value", "reason"), HOSTILE, ids=[h[0] for h in HOSTILE])
+def test_every_kind_of_hostile_record_is_a_dead_letter_with_its_reason(
+    name: str, key: bytes | None, value: bytes | None, reason: str
+) -> None:
+    letter = read_record(Record(key=key, value=value), InputReading(max_document_bytes=MAX_DOCUMENT_BYTES))
+    assert isinstance(letter, DeadLetter), name
+    assert letter.reason == reason

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 import random
-import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from tests.corpus import make_clustered_corpus
+from tests.hostile_records import HOSTILE, MAX_DOCUMENT_BYTES
 
 from .stage import (
     Stage,
@@ -49,65 +50,85 @@ def unprocessed(stage: Stage) -> int:
 
 def crash_run(
     stage: Stage, tmp_path: Path, documents: int, kills: int, seed: int
-) -> tuple[list[dict[str, object]], dict[str, dict[str, object]], list[int]]:
-    """Feed ``documents`` while killing the worker -9 ``kills`` times.
+) -> tuple[list[dict[str, object]], dict[str, dict[str, object]], list[int], list[Any]]:
+    """Feed ``documents`` and every kind of hostile record while killing the worker -9 ``kills`` times.
 
-    Returns the verdicts, the expected verdicts, and for each kill the records
-    fed but not committed when the worker died: a kill counts only if it left
-    work undone (an idle worker proves nothing), and each is measured after
-    the process is dead, so no commit can follow it.
+    Returns the verdicts, the expected verdicts, for each kill the records
+    fed but not committed when the worker died (a kill counts only if it left
+    work undone: an idle worker proves nothing; each is measured after the
+    process is dead, so no commit can follow it), and the dead letters. The
+    worker must be alive at the end.
 
-    Near-copies are spread over the partitions (round-robin). Each chunk of
-    the feed is one producer transaction, so it becomes visible on all
-    partitions at once: the live edge, where the worker judges records as
-    they arrive, never sees a later document of a chunk before an earlier
-    one on another partition. Every backlog (after each restart) is judged in
-    event-time order, whatever the timing.
+    The hostile records (``tests/hostile_records.py``) are spread through the
+    feed and over the partitions, each stamped like its neighbour.
+
+    Near-copies are spread over the partitions (round-robin), and the whole
+    stream is in the topic before the worker starts: every start (after each
+    kill) meets a backlog, which must be judged in event-time order whatever
+    the timing of the fetches. (At the live edge, records are judged as they
+    arrive: a transaction's commit markers reach its partitions one after
+    another, so no order across partitions is promised there.) Small batches
+    keep the worker busy long enough for every kill to leave work undone.
     """
     rng = random.Random(seed)
     corpus = make_clustered_corpus(documents, seed=seed)
-    messages = document_messages(corpus, partitions=3)
-    chunks = [messages[i : i + 1000] for i in range(0, len(messages), 1000)]
-    # The feed lasts about as long as the kills take, so that they meet a worker with work to do.
-    pause = max(0.4, 3.0 * kills / len(chunks))
-
-    def feed() -> None:
-        for number, chunk in enumerate(chunks):
-            produce(stage.bootstrap, stage.input_topic, chunk, transactional_id=f"feeder-{stage.group_id}-{number}")
-            time.sleep(pause)
-
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
-    environment = stage.environment(batch_size=250, snapshot_interval_seconds=1)
+    messages: list[tuple[bytes | None, bytes | None, int, int]] = list(document_messages(corpus, partitions=3))
+    for number, (_, key, value, _) in enumerate(HOSTILE):
+        at = (number + 1) * len(messages) // (len(HOSTILE) + 1)
+        messages.insert(at, (key, value, number % 3, messages[at][3]))
+    for start in range(0, len(messages), 5000):
+        produce(stage.bootstrap, stage.input_topic, messages[start : start + 5000])
+    environment = stage.environment(
+        batch_size=40, snapshot_interval_seconds=1, max_document_bytes=MAX_DOCUMENT_BYTES
+    )
     left_undone: list[int] = []
     worker = WorkerProcess(environment, tmp_path / "worker.log").start()
     deadline = time.monotonic() + 60 + 10 * kills
     try:
         while len(left_undone) < kills and time.monotonic() < deadline:
             # Random moments: mid-batch, mid-commit, mid-snapshot, mid-restore.
-            time.sleep(rng.uniform(1.0, 4.0))
+            time.sleep(rng.uniform(0.5, 2.5))
             worker.kill()
             undone = unprocessed(stage)
             if undone > 0:
                 left_undone.append(undone)
             worker.start()
-        feeder.join()
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180, settle=3)
+        letters = read_committed(stage.bootstrap, stage.dead_letter_topic, len(HOSTILE), timeout=60, settle=3)
+        assert worker.running(), "the worker died by itself"
     finally:
         if worker.running():
             worker.kill()
-    return [json.loads(r.value) for r in records], expected_verdicts(corpus), left_undone
+    return [json.loads(r.value) for r in records], expected_verdicts(corpus), left_undone, letters
 
 
-def test_kill_9_five_times_publishes_each_verdict_once_as_an_uninterrupted_run(stage: Stage, tmp_path: Path) -> None:
-    verdicts, expected, left_undone = crash_run(stage, tmp_path, documents=20_000, kills=5, seed=21)
-    assert len(left_undone) == 5, f"only {len(left_undone)} kills met a worker with records left to process"
+def check_every_hostile_record_dead_lettered_once(letters: list[Any]) -> None:
+    """One dead letter per hostile record, with its reason, its own key and (but for truncated ones) its value."""
+    by_key: dict[bytes | None, list[Any]] = {}
+    for letter in letters:
+        by_key.setdefault(letter.key, []).append(letter)
+    for name, key, value, reason in HOSTILE:
+        found = by_key.get(key, [])
+        assert len(found) == 1, f"{name}: {len(found)} dead letters"
+        headers = dict(found[0].headers)
+        assert headers["stream-dedup-reason"].decode() == reason, name
+        assert found[0].value == value or headers.get("stream-dedup-truncated") == b"value", name
+    assert len(letters) == len(HOSTILE)
+
+
+def test_kill_9_twelve_times_with_hostile_records_publishes_each_verdict_once_as_an_uninterrupted_run(
+    stage: Stage, tmp_path: Path
+) -> None:
+    verdicts, expected, left_undone, letters = crash_run(stage, tmp_path, documents=20_000, kills=12, seed=21)
+    assert len(left_undone) == 12, f"only {len(left_undone)} kills met a worker with records left to process"
     assert sum(v["verdict"] == "duplicate" for v in expected.values()) > 2500  # planted near-copies
     check_exactly_once(verdicts, expected)
+    check_every_hostile_record_dead_lettered_once(letters)
 
 
 @pytest.mark.long
 def test_kill_9_many_times_over_a_longer_stream(stage: Stage, tmp_path: Path) -> None:
-    verdicts, expected, left_undone = crash_run(stage, tmp_path, documents=100_000, kills=25, seed=22)
+    verdicts, expected, left_undone, letters = crash_run(stage, tmp_path, documents=100_000, kills=25, seed=22)
     assert len(left_undone) == 25, f"only {len(left_undone)} kills met a worker with records left to process"
     check_exactly_once(verdicts, expected)
+    check_every_hostile_record_dead_lettered_once(letters)

@@ -76,7 +76,7 @@ def documents_flowing(bootstrap: str, topic: str) -> Iterator[None]:
             per_tick = DOCUMENTS_PER_SECOND // 10
             # A tenth of a second's worth at a time, until the corpus runs out (100 s at the default rate).
             for tick in range(len(good) // per_tick):
-                for key, value, partition in good[tick * per_tick : (tick + 1) * per_tick]:
+                for key, value, partition, _ in good[tick * per_tick : (tick + 1) * per_tick]:
                     producer.send(topic, key=key, value=value, partition=partition)
                 if tick % 10 == 0:
                     bad_key, bad_value, bad_partition = bad[(tick // 10) % len(bad)]

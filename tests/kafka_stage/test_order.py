@@ -66,3 +66,27 @@ def test_a_record_that_keeps_failing_its_batch_is_isolated_and_dead_lettered(
     assert b"RuntimeError" in headers["stream-dedup-error"]
     named = [r for r in caplog.records if "fails its batch" in r.getMessage()]
     assert named and getattr(named[0], "partition", None) == 17 % 3
+
+
+def test_records_of_an_aborted_producer_transaction_never_get_a_verdict(stage: Stage) -> None:
+    from kafka import KafkaProducer
+
+    texts = make_corpus(12, seed=43)
+    now = int(time.time() * 1000)
+    aborted = KafkaProducer(bootstrap_servers=stage.bootstrap, transactional_id=f"aborted-{stage.group_id}")
+    try:
+        aborted.init_transactions()
+        aborted.begin_transaction()
+        for i in range(6):
+            key, value, partition, timestamp = doc(f"aborted-{i}", texts[i], i % 3, now + i)
+            aborted.send(stage.input_topic, key=key, value=value, partition=partition, timestamp_ms=timestamp)
+        aborted.flush()
+        aborted.abort_transaction()
+    finally:
+        aborted.close()
+    committed = [doc(f"kept-{i}", texts[i], i % 3, now + 100 + i) for i in range(6, 12)]
+    produce(stage.bootstrap, stage.input_topic, committed, transactional_id=f"kept-{stage.group_id}")
+    with worker_thread(stage.settings(batch_size=4)):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(committed), settle=3)
+    ids = [json.loads(r.value)["id"] for r in records]
+    assert sorted(ids) == sorted(f"kept-{i}" for i in range(6, 12))
