@@ -39,6 +39,10 @@ class Arena:
         """Bytes allocated, used or not."""
         return int(self._data.nbytes)
 
+    def extend_ends(self, ends: np.ndarray) -> None:
+        """Append cumulative end offsets that start from zero, continuing this arena's last end."""
+        self.extend(ends + (self.values[-1] if self._size else 0))
+
     def extend(self, rows: np.ndarray) -> None:
         """Append ``rows`` (shape ``(k, *row_shape)``)."""
         needed = self._size + rows.shape[0]
@@ -70,8 +74,7 @@ class IdArena:
     def extend(self, ids: list[str]) -> None:
         encoded = [doc_id.encode("utf-8") for doc_id in ids]
         self.bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        previous = self.ends.values[-1] if len(self.ends) else 0
-        self.ends.extend(np.cumsum([len(e) for e in encoded], dtype=np.uint64) + previous)
+        self.ends.extend_ends(np.cumsum([len(e) for e in encoded], dtype=np.uint64))
 
     def ids_of(self, local: IntArray) -> list[str]:
         """Ids by local number, in the order asked."""

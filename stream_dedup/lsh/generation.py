@@ -133,13 +133,8 @@ class ShingleArena:
 
     def extend(self, sets: ShingleSets) -> None:
         self.values.extend(sets.values)
-        _extend_ends(self.ends, sets.ends)
+        self.ends.extend_ends(sets.ends)
 
     def sets(self) -> ShingleSets:
         return ShingleSets(self.values.values, self.ends.values)
 
-
-def _extend_ends(arena: Arena, ends: np.ndarray) -> None:
-    """Append cumulative end offsets that start from zero, continuing the arena's last end."""
-    previous = arena.values[-1] if len(arena) else 0
-    arena.extend(ends + previous)
