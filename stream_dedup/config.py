@@ -11,9 +11,11 @@ from typing import Literal
 import xxhash
 
 from stream_dedup.errors import ConfigError
+from stream_dedup.lsh.hamming_params import MAX_DISTANCE, HammingLayout, choose_layout
 from stream_dedup.lsh.params import BandParameters, choose_bands
 from stream_dedup.lsh.retention import Retention
 from stream_dedup.sketch.minhash import MinHasher, Scheme
+from stream_dedup.sketch.simhash import SimHasher, Weighting
 from stream_dedup.text.shingles import ShingleUnit, Shingling
 
 #: Version of the hashing and signature format. Bump it whenever a change makes
@@ -22,6 +24,20 @@ from stream_dedup.text.shingles import ShingleUnit, Shingling
 SIGNATURE_FORMAT = 2
 
 Verification = Literal["estimate", "exact"]
+Method = Literal["minhash", "simhash", "combined"]
+
+#: Settings only MinHash banding reads, and those only SimHash reads: a
+#: parameter a method does not read is left out of its fingerprints, so that
+#: changing it changes no verdict's ``params_fingerprint`` (and the fingerprints
+#: of MinHash indexes stayed what they were before SimHash existed).
+_MINHASH_ONLY = ("threshold", "num_perm", "sketch_bits", "scheme", "bands", "rows_per_band", "min_recall")
+_SIMHASH_ONLY = ("max_hamming", "simhash_weighting")
+#: Bytes per document the Hamming index's tables may take when ``max_hamming`` allows (see ``hamming_layout``).
+_TABLE_BYTES = 32
+#: Signature parameters an index made before they existed does not name, with the value it had.
+IMPLIED_SIGNATURE_PARAMETERS: dict[str, object] = {"method": "minhash"}
+#: Index size the Hamming table layout is chosen for when retention sets no ``max_documents``.
+EXPECTED_DOCUMENTS = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -29,8 +45,16 @@ class DetectionConfig:
     """Everything that decides which documents are duplicates of which.
 
     Attributes:
+        method: ``"minhash"`` (default): banded MinHash LSH, Jaccard
+            similarity at least ``threshold``; ``"simhash"``: 64-bit SimHash
+            fingerprints in an exact Hamming index, duplicate within
+            ``max_hamming`` bits (8 bytes per document, for very large
+            indexes); ``"combined"``: MinHash candidates that pass the
+            threshold *and* lie within ``max_hamming`` bits (Henzinger's
+            combination: fewer false positives, 8 bytes more per document).
         threshold: a document is a duplicate if an earlier one has estimated
             Jaccard similarity at least this (0 < t < 1; default 0.8).
+            Not read by ``simhash``.
         num_perm: length of the MinHash signature the LSH bands are cut from
             (default 128); it is never stored.
         sketch_bits: bits of the one-bit verification sketch the index keeps
@@ -49,10 +73,19 @@ class DetectionConfig:
             the Jaccard estimate of the one-bit sketches; ``"exact"``: by exact
             Jaccard of the documents' shingle sets, which the index then keeps
             (4 bytes per distinct shingle, ~4 KB for a 1 KB document).
-        max_bucket_size: hot-bucket cap (documents per band key).
+        max_bucket_size: hot-bucket cap (documents per band key; for
+            ``simhash``, stored near matches per generation past which a
+            document is kept but not entered in the Hamming tables).
+        max_hamming: ``simhash`` and ``combined``: largest Hamming distance
+            (bits of 64) of a duplicate's fingerprint (default 3, at most 16).
+        simhash_weighting: ``"set"`` (default: each distinct shingle counts
+            once, the representation MinHash sees, robust to a repeated
+            banner) or ``"frequency"`` (each occurrence counts, as in Manku et
+            al.).
         max_documents, max_age_seconds: retention (see :class:`Retention`).
     """
 
+    method: Method = "minhash"
     threshold: float = 0.8
     num_perm: int = 128
     sketch_bits: int = 1024
@@ -66,10 +99,14 @@ class DetectionConfig:
     min_recall: float = 0.99
     verification: Verification = "estimate"
     max_bucket_size: int = 64
+    max_hamming: int = 3
+    simhash_weighting: Weighting = "set"
     max_documents: int | None = None
     max_age_seconds: float | None = None
 
     def __post_init__(self) -> None:
+        if self.method not in ("minhash", "simhash", "combined"):
+            raise ConfigError("method", f"must be 'minhash', 'simhash' or 'combined', got {self.method!r}")
         if not isinstance(self.threshold, int | float) or not 0.0 < self.threshold < 1.0:
             raise ConfigError("threshold", f"must be strictly between 0 and 1, got {self.threshold!r}")
         MinHasher(num_perm=self.num_perm)  # validates num_perm
@@ -86,6 +123,16 @@ class DetectionConfig:
         self.hasher()  # validates scheme, seed and the shingling
         if self.verification not in ("estimate", "exact"):
             raise ConfigError("verification", f"must be 'estimate' or 'exact', got {self.verification!r}")
+        if self.verification == "exact" and self.method == "simhash":
+            raise ConfigError(
+                "verification", "exact verification checks Jaccard similarity: use it with method minhash or combined"
+            )
+        if not isinstance(self.max_hamming, int) or not 0 <= self.max_hamming <= MAX_DISTANCE:
+            raise ConfigError(
+                "max_hamming", f"must be a whole number from 0 to {MAX_DISTANCE}, got {self.max_hamming!r}"
+            )
+        if self.simhash_weighting not in ("set", "frequency"):
+            raise ConfigError("simhash_weighting", f"must be 'set' or 'frequency', got {self.simhash_weighting!r}")
         if (self.bands is None) != (self.rows_per_band is None):
             raise ConfigError("bands", "set both bands and rows_per_band, or neither (then they are chosen)")
         banding = self.banding()
@@ -105,6 +152,30 @@ class DetectionConfig:
         shingling = Shingling(self.shingle_unit, self.shingle_size, self.strip_punctuation)
         return MinHasher(num_perm=self.sketch_bits, scheme=self.scheme, seed=self.seed, shingling=shingling)
 
+    def simhasher(self) -> SimHasher:
+        """The SimHash fingerprint maker these settings describe (same shingling and seed as :meth:`hasher`)."""
+        shingling = Shingling(self.shingle_unit, self.shingle_size, self.strip_punctuation)
+        return SimHasher(shingling, self.seed, self.simhash_weighting)
+
+    @property
+    def uses_minhash(self) -> bool:
+        return self.method != "simhash"
+
+    @property
+    def uses_simhash(self) -> bool:
+        return self.method != "minhash"
+
+    def hamming_layout(self) -> HammingLayout:
+        """The Hamming index's tables for ``max_hamming``, sized for ``max_documents`` (default a million).
+
+        Up to ``max_hamming = 4`` the tables fit 32 bytes per document; beyond,
+        they take what the fewest tables need (and queries probe many more
+        fingerprints: ``params`` shows how many).
+        """
+        smallest = HammingLayout(self.max_hamming, (self.max_hamming + 1,))
+        budget = max(_TABLE_BYTES, smallest.table_bytes)
+        return choose_layout(self.max_hamming, self.max_documents or EXPECTED_DOCUMENTS, budget)
+
     def banding(self) -> BandParameters:
         """The LSH banding: explicit, or chosen for ``min_recall`` at ``threshold``."""
         if self.bands is not None and self.rows_per_band is not None:
@@ -115,30 +186,49 @@ class DetectionConfig:
         return Retention(self.max_documents, self.max_age_seconds)
 
     def signature_parameters(self) -> dict[str, object]:
-        """The parameters two indexes must share for their signatures to be comparable."""
-        banding = self.banding()
-        return {
+        """The parameters two indexes must share for their signatures to be comparable.
+
+        Only those the method reads: a SimHash index has no banding, a MinHash
+        one no fingerprint weighting. ``method`` itself is named only when it
+        is not ``minhash``, so MinHash indexes made before the setting existed
+        keep their fingerprint (:data:`IMPLIED_SIGNATURE_PARAMETERS`).
+        """
+        parameters: dict[str, object] = {
             "signature_format": SIGNATURE_FORMAT,
-            "num_perm": self.num_perm,
-            "sketch_bits": self.sketch_bits,
-            "scheme": self.scheme,
             "seed": self.seed,
             "shingle_unit": self.shingle_unit,
             "shingle_size": self.shingle_size,
             "strip_punctuation": self.strip_punctuation,
-            "bands": banding.bands,
-            "rows_per_band": banding.rows_per_band,
-            # An exact-verification index holds shingle sets the other kind lacks.
-            "verification": self.verification,
         }
+        if self.method != "minhash":
+            parameters["method"] = self.method
+        if self.uses_minhash:
+            banding = self.banding()
+            parameters |= {
+                "num_perm": self.num_perm,
+                "sketch_bits": self.sketch_bits,
+                "scheme": self.scheme,
+                "bands": banding.bands,
+                "rows_per_band": banding.rows_per_band,
+                # An exact-verification index holds shingle sets the other kind lacks.
+                "verification": self.verification,
+            }
+        if self.uses_simhash:
+            parameters["simhash_weighting"] = self.simhash_weighting
+        return parameters
 
     def fingerprint(self) -> str:
         """Short stable hash of every parameter that decides verdicts (16 hex digits).
 
         Verdicts carry it (``params_fingerprint``), so that verdicts made under
-        different settings can be told apart.
+        different settings can be told apart. Settings the method does not
+        read are left out.
         """
-        return _fingerprint({**asdict(self), **self.signature_parameters()})
+        unread = (_SIMHASH_ONLY if not self.uses_simhash else ()) + (_MINHASH_ONLY if not self.uses_minhash else ())
+        settings = {name: value for name, value in asdict(self).items() if name not in unread}
+        if self.method == "minhash":
+            del settings["method"]
+        return _fingerprint({**settings, **self.signature_parameters()})
 
     def signature_fingerprint(self) -> str:
         """Short stable hash of :meth:`signature_parameters` only (16 hex digits).

@@ -12,7 +12,7 @@ from typing import TextIO
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import Record, Reject, read_records
-from stream_dedup.engine import Detector, Verdict
+from stream_dedup.engine import Verdict, make_detector
 from stream_dedup.engine.verdict import VERDICT_FORMAT
 
 #: Documents per detector batch: large enough to amortise numpy calls.
@@ -40,7 +40,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    detector = Detector(config)
+    detector = make_detector(config)
     progress = Progress()
     rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
     rejected = 0
@@ -80,11 +80,12 @@ def verdict_line(verdict: Verdict, line: int) -> str:
     """
     duplicate_of = "null" if verdict.duplicate_of is None else encode_basestring(verdict.duplicate_of)
     similarity = "null" if verdict.similarity is None else repr(verdict.similarity)
+    distance = "null" if verdict.hamming_distance is None else str(verdict.hamming_distance)
     match = "null" if verdict.match_source is None else f'{{"line": {verdict.match_source}}}'
     return (
         f'{{"format_version": {VERDICT_FORMAT}, "id": {encode_basestring(verdict.id)}, '
         f'"verdict": "{verdict.verdict}", "duplicate_of": {duplicate_of}, "similarity": {similarity}, '
-        f'"source": {{"line": {line}}}, "match_source": {match}}}\n'
+        f'"hamming_distance": {distance}, "source": {{"line": {line}}}, "match_source": {match}}}\n'
     )
 
 

@@ -11,6 +11,13 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
     defaults = DetectionConfig()
     group = parser.add_argument_group("detection")
     group.add_argument(
+        "--method",
+        choices=("minhash", "simhash", "combined"),
+        default=defaults.method,
+        help="minhash (default): Jaccard by banded MinHash; simhash: 64-bit SimHash within --max-hamming bits "
+        "(8 bytes per document); combined: MinHash matches that SimHash confirms",
+    )
+    group.add_argument(
         "--threshold",
         type=float,
         default=defaults.threshold,
@@ -62,6 +69,18 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=defaults.max_bucket_size,
         help="hot-bucket cap (default 64)",
+    )
+    group.add_argument(
+        "--max-hamming",
+        type=int,
+        default=defaults.max_hamming,
+        help="simhash and combined: largest Hamming distance (of 64 bits) of a duplicate (default 3)",
+    )
+    group.add_argument(
+        "--simhash-weighting",
+        choices=("set", "frequency"),
+        default=defaults.simhash_weighting,
+        help="simhash and combined: count each distinct shingle once (set, default) or every occurrence",
     )
     group.add_argument("--max-documents", type=int, help="retention: keep about this many newest documents")
     group.add_argument("--max-age-seconds", type=float, help="retention: forget documents older than this")

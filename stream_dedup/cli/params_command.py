@@ -7,6 +7,7 @@ import numpy as np
 
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.records import Record, read_records
+from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
 from stream_dedup.engine.evaluation import measure
 
 _CURVE_POINTS = np.round(np.arange(0.1, 1.0001, 0.05), 2)
@@ -27,6 +28,51 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    print(f"method {config.method}")
+    if config.uses_minhash:
+        _print_banding(config)
+    if config.uses_simhash:
+        _print_hamming_layout(config)
+    if args.sample:
+        _print_sample_accuracy(args.sample, args.sample_limit, config)
+    return 0
+
+
+def _print_hamming_layout(config: DetectionConfig) -> None:
+    """The Hamming index's tables, and what a query costs at the expected index size."""
+    layout = config.hamming_layout()
+    documents = config.max_documents or EXPECTED_DOCUMENTS
+    sized_by = "max_documents" if config.max_documents else "default, set max_documents to size it"
+    k = config.max_hamming
+    print(f"\nSimHash: 64-bit fingerprints, {config.simhash_weighting} weighting, duplicate within {k} bits")
+    print(f"  similarity reported: 1 - distance/64 (>= {1 - k / 64:.4f})")
+    # Charikar: a bit differs with probability angle/pi; equal-size sets at Jaccard J have cosine 2J/(1+J).
+    print(f"  expected distance at cosine c: 64*acos(c)/pi; {k} bits is cosine {math.cos(math.pi * k / 64):.3f}")
+    print("  expected distance at Jaccard J (equal-size sets):", end="")
+    for jaccard in (0.5, 0.7, 0.8, 0.9, 0.95):
+        print(f"  J={jaccard}: {64 * math.acos(2 * jaccard / (1 + jaccard)) / math.pi:.1f}", end="")
+    print()
+    print(f"  Hamming index: {layout.tables} tables, levels {list(layout.levels)}, key bits {list(layout.key_bits)}")
+    print(f"  table bytes per document {layout.table_bytes} (plus 8 fingerprint, 8 source, id)")
+    print(
+        f"  expected fingerprints probed per query at {documents:,} documents ({sized_by}): "
+        f"{layout.expected_probes(documents):.1f}"
+    )
+
+
+def _print_sample_accuracy(path: str, limit: int, config: DetectionConfig) -> None:
+    with open(path, encoding="utf-8", errors="surrogateescape") as source:
+        records = [r for r in read_records(source, strip_punctuation=config.strip_punctuation) if isinstance(r, Record)]
+    texts = [r.text for r in records[:limit]]
+    result = measure(texts, config)
+    t = config.threshold
+    print(f"\nsample {path}: {result.documents} documents")
+    print(f"  pairs with exact J >= {t}: {result.true_pairs}")
+    print(f"  pairs flagged by method {config.method}: {result.flagged_pairs}")
+    print(f"  precision {result.precision:.4f}, recall {result.recall:.4f}")
+
+
+def _print_banding(config: DetectionConfig) -> None:
     banding = config.banding()
     t = config.threshold
     print(f"threshold {t}, num_perm {config.num_perm}, scheme {config.scheme}")
@@ -44,15 +90,3 @@ def run(args: argparse.Namespace) -> int:
     for s, p in zip(_CURVE_POINTS, banding.collision_probability(_CURVE_POINTS), strict=True):
         marker = "  <- threshold" if abs(s - t) < 0.025 else ""
         print(f"  {s:.2f}  {p:.6f}{marker}")
-    if args.sample:
-        with open(args.sample, encoding="utf-8", errors="surrogateescape") as source:
-            records = [
-                r for r in read_records(source, strip_punctuation=config.strip_punctuation) if isinstance(r, Record)
-            ]
-        texts = [r.text for r in records[: args.sample_limit]]
-        result = measure(texts, config)
-        print(f"\nsample {args.sample}: {result.documents} documents")
-        print(f"  pairs with exact J >= {t}: {result.true_pairs}")
-        print(f"  pairs flagged (candidate and estimate >= {t}): {result.flagged_pairs}")
-        print(f"  precision {result.precision:.4f}, recall {result.recall:.4f}")
-    return 0

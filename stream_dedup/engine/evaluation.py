@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.detector import make_detector
 from stream_dedup.sketch.bit_sketch import bit_agreements, estimate_similarity
 from stream_dedup.text import normalize_all, shingle_chunks
 
@@ -79,7 +79,7 @@ def similar_pairs(sets: list[npt.NDArray[np.uint64]], threshold: float) -> dict[
 
 def flagged_pairs(texts: Sequence[str], config: DetectionConfig) -> Pairs:
     """Pairs the configuration reports: sharing a key and estimated similarity ``>= threshold``."""
-    signed = Detector(config).sign(texts)
+    signed = make_detector(config).sign(texts)
     keys = signed.keys
     flagged: Pairs = set()
     for band in range(keys.shape[1]):

@@ -33,11 +33,14 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from stream_dedup.config import DetectionConfig
-from stream_dedup.engine.detector import Detector, DetectorStats
+from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, DetectionConfig
+from stream_dedup.engine.detection import DetectorStats, DuplicateDetector
+from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.simhash_detector import SimHashDetector
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
 from stream_dedup.lsh.arena import Arena
 from stream_dedup.lsh.generation import Generation
+from stream_dedup.lsh.hamming import HammingIndex
 from stream_dedup.lsh.index import BandIndex
 
 MAGIC = b"SDEDUPSN"
@@ -76,13 +79,27 @@ class SnapshotImage:
         return size
 
 
-def capture_snapshot(detector: Detector, metadata: dict[str, Any] | None = None) -> SnapshotImage:
+def capture_snapshot(detector: DuplicateDetector, metadata: dict[str, Any] | None = None) -> SnapshotImage:
     """Freeze ``detector``'s state for :meth:`SnapshotImage.write`.
 
     ``metadata`` (JSON-serialisable) is stored as is: the Kafka stage keeps
     the input and changelog positions the snapshot covers there.
     """
-    arrays, generations = _collect_arrays(detector.index)
+    state: dict[str, Any]
+    if isinstance(detector, SimHashDetector):
+        # The export copies every array: the fingerprints are few bytes per document.
+        hamming, exported = detector.index.export()
+        arrays, state = list(exported.items()), {"hamming": hamming}
+    elif isinstance(detector, Detector):
+        arrays, generations = _collect_arrays(detector.index)
+        state = {
+            "generations": generations,
+            "hot_bucket_skips": detector.index.hot_bucket_skips,
+            "evicted_documents": detector.index.evicted_documents,
+            "newest_event_time": _finite_or_none(detector.index.history.newest_event_time),
+        }
+    else:
+        raise TypeError(f"cannot snapshot a {type(detector).__name__}")
     directory, offset = [], 0
     for name, array in arrays:
         directory.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape), "offset": offset})
@@ -90,20 +107,16 @@ def capture_snapshot(detector: Detector, metadata: dict[str, Any] | None = None)
     header = {
         "parameters": detector.config.signature_parameters(),
         "config": asdict(detector.config),
-        "state": {
-            "generations": generations,
-            "hot_bucket_skips": detector.index.hot_bucket_skips,
-            "evicted_documents": detector.index.evicted_documents,
-            "newest_event_time": _finite_or_none(detector.index.history.newest_event_time),
-            "stats": asdict(detector.stats),
-        },
+        "state": {**state, "stats": asdict(detector.stats)},
         "arrays": directory,
         "metadata": metadata or {},
     }
     return SnapshotImage(json.dumps(header, sort_keys=True).encode("utf-8"), arrays)
 
 
-def save_snapshot(detector: Detector, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> int:
+def save_snapshot(
+    detector: DuplicateDetector, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None
+) -> int:
     """Write ``detector``'s whole state to ``path`` atomically; return the file size."""
     return capture_snapshot(detector, metadata).write(path)
 
@@ -126,7 +139,7 @@ def _write(temporary: Path, header_bytes: bytes, arrays: list[tuple[str, np.ndar
         return out.tell()
 
 
-def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tuple[Detector, dict[str, Any]]:
+def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tuple[DuplicateDetector, dict[str, Any]]:
     """Read a snapshot written by :func:`save_snapshot` for a detector with ``config``.
 
     Returns the restored detector and the metadata saved with it. Raises
@@ -145,6 +158,16 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
         view = np.frombuffer(body, dtype=dtype, count=count, offset=start)
         arrays[entry["name"]] = view.reshape(entry["shape"]).copy()
     state = header["state"]
+    detector: DuplicateDetector
+    if config.method == "simhash":
+        detector = SimHashDetector(config, HammingIndex.restore(state["hamming"], arrays, config.hamming_layout()))
+    else:
+        detector = _restored_detector(config, state, arrays)
+    detector.stats = DetectorStats(**state["stats"])
+    return detector, header["metadata"]
+
+
+def _restored_detector(config: DetectionConfig, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> Detector:
     detector = Detector(config)
     index = detector.index
     index.history.items = [
@@ -153,8 +176,7 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
     index.hot_bucket_skips = state["hot_bucket_skips"]
     index.history.evicted_documents = state["evicted_documents"]
     index.history.newest_event_time = _none_to(state["newest_event_time"], float("-inf"))
-    detector.stats = DetectorStats(**state["stats"])
-    return detector, header["metadata"]
+    return detector
 
 
 def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], list[dict[str, Any]]]:
@@ -193,6 +215,8 @@ def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
     if generation.shingles is not None:
         arrays["shingle_values"] = generation.shingles.values.values
         arrays["shingle_ends"] = generation.shingles.ends.values
+    if generation.fingerprints is not None:
+        arrays["simhash_fingerprints"] = generation.fingerprints.values
     return arrays
 
 
@@ -202,18 +226,26 @@ def _restore_generation(
     def part(name: str) -> np.ndarray:
         return arrays[f"generation{i}.{name}"]
 
-    generation = Generation(config.sketch_bits // 8, detector.banding.bands + 1, meta["base_seq"], detector.exact)
+    generation = Generation(
+        config.sketch_bits // 8,
+        detector.banding.bands + 1,
+        meta["base_seq"],
+        detector.exact,
+        keep_fingerprints=config.uses_simhash,
+    )
     generation.sketches = Arena.of(part("sketches"))
     generation.key_highs = Arena.of(part("key_highs"))
     generation.sources = Arena.of(part("sources"))
     generation.ids.bytes = Arena.of(part("id_bytes"))
-    generation.ids.ends = Arena.of(part("id_ends"))
+    generation.ids.ends = Arena.of(part("id_ends").astype(np.uint32))  # uint64 before ids were sealed at 2 GiB
     generation.tables.docs = part("docs")
     generation.tables.fingerprints = part("fingerprints")
     generation.tables.entries = part("entries")
     if generation.shingles is not None:
         generation.shingles.values = Arena.of(part("shingle_values"))
         generation.shingles.ends = Arena.of(part("shingle_ends"))
+    if generation.fingerprints is not None:
+        generation.fingerprints = Arena.of(part("simhash_fingerprints"))
     generation.first_event_time = _none_to(meta["first_event_time"], float("inf"))
     generation.last_event_time = _none_to(meta["last_event_time"], float("-inf"))
     return generation
@@ -242,11 +274,15 @@ def _verified_parts(source: Path, blob: bytes) -> tuple[dict[str, Any], memoryvi
 
 
 def _check_parameters(source: Path, stored: dict[str, Any], running: dict[str, Any]) -> None:
-    for name, value in running.items():
-        if stored.get(name) != value:
+    # The method first: under another method every other parameter differs too, and it says why.
+    names = dict.fromkeys(["method", *running, *stored])  # in order, each once
+    for name in names:
+        made_with = stored.get(name, IMPLIED_SIGNATURE_PARAMETERS.get(name))
+        runs_with = running.get(name, IMPLIED_SIGNATURE_PARAMETERS.get(name))
+        if made_with != runs_with:
             raise IncompatibleSnapshotError(
-                f"{source} was made with {name}={stored.get(name)!r} but this run uses "
-                f"{name}={value!r}; its signatures are not comparable. Run with the snapshot's "
+                f"{source} was made with {name}={made_with!r} but this run uses "
+                f"{name}={runs_with!r}; its signatures are not comparable. Run with the snapshot's "
                 "settings, or start from an empty index (move the snapshot away)."
             )
 

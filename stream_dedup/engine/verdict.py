@@ -25,6 +25,9 @@ class Verdict(NamedTuple):
         match_source: the source the match was indexed with (an opaque
             64-bit pointer to its record, see ``Detector.process``), or
             ``None``: ids may repeat, the source says which record matched.
+        hamming_distance: bits (of 64) in which the SimHash fingerprints of
+            the document and its match differ, for the ``simhash`` and
+            ``combined`` methods; else ``None``.
     """
 
     id: str
@@ -32,6 +35,7 @@ class Verdict(NamedTuple):
     duplicate_of: str | None = None
     similarity: float | None = None
     match_source: int | None = None
+    hamming_distance: int | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The fields every published verdict has (callers add the sources in their own terms)."""
@@ -41,4 +45,5 @@ class Verdict(NamedTuple):
             "verdict": self.verdict,
             "duplicate_of": self.duplicate_of,
             "similarity": self.similarity,
+            "hamming_distance": self.hamming_distance,
         }

@@ -21,7 +21,9 @@ Record value layout (no pickle)::
     u8       format version
     u32      header length (little-endian)
     header   UTF-8 JSON: digest, input topic, positions, final flag, array directory
-    arrays   raw little-endian bytes, back to back
+    arrays   raw little-endian bytes, back to back: sketches, keys, event times,
+             sources, ids; shingle sets (exact verification) and SimHash
+             fingerprints (methods simhash and combined) when the batch has them
 """
 
 import json
@@ -92,18 +94,17 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     header = json.loads(value[_PREFIX.size : _PREFIX.size + header_length])
     if header["digest"] != digest:
         raise ChangelogError(
-            "the changelog was written with other signature parameters (shingling, num_perm, seed, "
-            "banding or verification) than this run's; its signatures are not comparable. Run with the "
-            "original settings, or point changelog_topic at a new topic (the index then starts empty)."
+            "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
+            "banding, verification or SimHash weighting) than this run's; its signatures are not comparable. "
+            "Run with the original settings, or point changelog_topic at a new topic (the index then starts empty)."
         )
     arrays = dict(_read_arrays(value, _PREFIX.size + header_length, header["arrays"]))
     id_bytes, id_ends = arrays["id_bytes"].tobytes(), arrays["id_ends"]
     ends = id_ends.tolist()
     ids = [id_bytes[s:e].decode("utf-8") for s, e in zip([0, *ends[:-1]], ends, strict=False)]
     shingles = ShingleSets(arrays["shingle_values"], arrays["shingle_ends"]) if "shingle_values" in arrays else None
-    documents = IndexedBatch(
-        ids, SignedBatch(arrays["sketches"], arrays["keys"], shingles), arrays["event_times"], arrays["sources"]
-    )
+    signed = SignedBatch(arrays["sketches"], arrays["keys"], shingles, arrays.get("fingerprints"))
+    documents = IndexedBatch(ids, signed, arrays["event_times"], arrays["sources"])
     return ChangelogEntry(
         documents=documents,
         input_topic=header["input_topic"],
@@ -117,15 +118,9 @@ def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
     if len(parts) == 1:
         return parts[0]
     batches = [p.documents for p in parts]
-    shingle_parts = [b.signed.shingles for b in batches if b.signed.shingles is not None]
-    signed = SignedBatch(
-        np.concatenate([b.signed.sketches for b in batches]),
-        np.concatenate([b.signed.keys for b in batches]),
-        ShingleSets.concat(shingle_parts) if shingle_parts else None,
-    )
     documents = IndexedBatch(
         [doc_id for b in batches for doc_id in b.ids],
-        signed,
+        SignedBatch.concat([b.signed for b in batches]),
         np.concatenate([b.event_times for b in batches]),
         np.concatenate([b.sources for b in batches]),
     )
@@ -140,7 +135,7 @@ def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
 def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
     documents = entry.documents
     encoded_ids = [doc_id.encode("utf-8") for doc_id in documents.ids]
-    shingles = documents.signed.shingles
+    shingles, fingerprints = documents.signed.shingles, documents.signed.fingerprints
     arrays: list[tuple[str, np.ndarray]] = [
         ("sketches", np.ascontiguousarray(documents.signed.sketches, dtype=np.uint8)),
         ("keys", np.ascontiguousarray(documents.signed.keys, dtype="<u4")),
@@ -154,6 +149,8 @@ def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
             ("shingle_values", np.ascontiguousarray(shingles.values, dtype="<u4")),
             ("shingle_ends", np.ascontiguousarray(shingles.ends, dtype="<i8")),
         ]
+    if fingerprints is not None:
+        arrays.append(("fingerprints", np.ascontiguousarray(fingerprints, dtype="<u8")))
     header = json.dumps(
         {
             "digest": digest,
@@ -178,6 +175,7 @@ def _row_bytes(entry: ChangelogEntry) -> float:
     """Average encoded bytes per document."""
     ids, signed = entry.documents.ids, entry.documents.signed
     per_row = signed.sketches.shape[1] + 4 * signed.keys.shape[1] + 8 + 8 + 8
+    per_row += 8 if signed.fingerprints is not None else 0
     per_row += sum(len(i) for i in ids) / len(ids)
     if signed.shingles is not None:
         per_row += (signed.shingles.values.nbytes + signed.shingles.ends.nbytes) / len(ids)
@@ -186,14 +184,11 @@ def _row_bytes(entry: ChangelogEntry) -> float:
 
 def _slice(entry: ChangelogEntry, start: int, stop: int, final: bool) -> ChangelogEntry:
     documents = entry.documents
-    shingles = documents.signed.shingles
-    signed = SignedBatch(
-        documents.signed.sketches[start:stop],
-        documents.signed.keys[start:stop],
-        shingles.take(np.arange(start, stop)) if shingles is not None else None,
-    )
     part = IndexedBatch(
-        documents.ids[start:stop], signed, documents.event_times[start:stop], documents.sources[start:stop]
+        documents.ids[start:stop],
+        documents.signed.rows(start, stop),
+        documents.event_times[start:stop],
+        documents.sources[start:stop],
     )
     return ChangelogEntry(
         documents=part,

@@ -60,21 +60,37 @@ class Arena:
 IntArray = npt.NDArray[np.intp]
 
 
+#: Id bytes past which a generation takes no more documents: its end offsets are uint32, and a
+#: batch's ids (a few megabytes at most) then still fit below 2**32.
+ID_BYTES_PER_GENERATION = 1 << 31
+
+
 class IdArena:
-    """Document ids of a generation: UTF-8 bytes in one arena, and each id's end offset (uint64)."""
+    """Document ids of a generation: UTF-8 bytes in one arena, and each id's end offset.
+
+    Offsets are uint32, 4 bytes per document fewer than uint64: a generation
+    is sealed (``full``) once its ids pass :data:`ID_BYTES_PER_GENERATION`.
+    """
 
     def __init__(self, capacity: int = 0) -> None:
         self.bytes = Arena((), np.uint8)
-        self.ends = Arena((), np.uint64, capacity)
+        self.ends = Arena((), np.uint32, capacity)
 
     @property
     def nbytes(self) -> int:
         return self.bytes.nbytes + self.ends.nbytes
 
+    @property
+    def full(self) -> bool:
+        return len(self.bytes) >= ID_BYTES_PER_GENERATION
+
     def extend(self, ids: list[str]) -> None:
         encoded = [doc_id.encode("utf-8") for doc_id in ids]
+        added = np.cumsum([len(e) for e in encoded], dtype=np.int64)
+        if added.size and len(self.bytes) + int(added[-1]) >= 1 << 32:
+            raise ValueError("a generation's ids would pass 4 GiB: it should have been sealed")
         self.bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        self.ends.extend_ends(np.cumsum([len(e) for e in encoded], dtype=np.uint64))
+        self.ends.extend_ends(added.astype(np.uint32))
 
     def ids_of(self, local: IntArray) -> list[str]:
         """Ids by local number, in the order asked."""

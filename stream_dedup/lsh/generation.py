@@ -6,10 +6,12 @@ costs nothing per document and never touches the open-addressing tables
 (which cannot delete cheaply). A generation stores, per document, its one-bit
 sketch, the high halves of its index keys (for growing the tables), its
 source and its id (bytes in one arena plus end offsets), and its band tables
-(and, for exact verification, its distinct shingles); its documents are
+(and, for exact verification, its distinct shingles; for the combined
+method, its SimHash fingerprint); its documents are
 numbered ``0..count-1`` locally and ``base_seq + local`` globally.
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,18 +30,45 @@ NO_SOURCE = np.uint64(0xFFFF_FFFF_FFFF_FFFF)
 class SignedBatch:
     """What signing a batch of documents yields: all the index needs of their content.
 
+    Each part is present only when the method uses it; a SimHash-only
+    batch has sketches and keys of width 0.
+
     Attributes:
         sketches: packed one-bit sketches ``(n, sketch_bits / 8)`` uint8.
         keys: index keys ``(n, bands + 1)`` uint32 (bands, then content).
         shingles: distinct shingle sets, only when verification is exact.
+        fingerprints: 64-bit SimHash fingerprints ``(n,)``, only for the
+            ``simhash`` and ``combined`` methods.
     """
 
     sketches: npt.NDArray[np.uint8]
     keys: KeyArray
     shingles: ShingleSets | None = None
+    fingerprints: npt.NDArray[np.uint64] | None = None
 
     def __len__(self) -> int:
         return int(self.sketches.shape[0])
+
+    def rows(self, start: int, stop: int) -> "SignedBatch":
+        """Rows ``start:stop`` of every part."""
+        return SignedBatch(
+            self.sketches[start:stop],
+            self.keys[start:stop],
+            self.shingles.take(np.arange(start, stop)) if self.shingles is not None else None,
+            self.fingerprints[start:stop] if self.fingerprints is not None else None,
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence["SignedBatch"]) -> "SignedBatch":
+        """The batches one after the other (all signed under the same settings)."""
+        shingles = [p.shingles for p in parts if p.shingles is not None]
+        fingerprints = [p.fingerprints for p in parts if p.fingerprints is not None]
+        return cls(
+            np.concatenate([p.sketches for p in parts]),
+            np.concatenate([p.keys for p in parts]),
+            ShingleSets.concat(shingles) if shingles else None,
+            np.concatenate(fingerprints) if fingerprints else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -73,6 +102,7 @@ class Generation:
         base_seq: int,
         keep_shingles: bool = False,
         capacity: int | None = None,
+        keep_fingerprints: bool = False,
     ) -> None:
         """A generation of ``tables`` band tables (bands and the content key).
 
@@ -85,6 +115,7 @@ class Generation:
         self.ids = IdArena(capacity or 0)
         self.tables = BandTables.for_documents(tables, capacity) if capacity else BandTables(tables)
         self.shingles = ShingleArena() if keep_shingles else None
+        self.fingerprints = Arena((), np.uint64, capacity or 0) if keep_fingerprints else None
         self.first_event_time = float("inf")
         self.last_event_time = float("-inf")
 
@@ -95,7 +126,8 @@ class Generation:
     def nbytes(self) -> int:
         arenas = (self.sketches, self.key_highs, self.sources, self.ids)
         shingles = self.shingles.nbytes if self.shingles is not None else 0
-        return sum(a.nbytes for a in arenas) + self.tables.nbytes + shingles
+        fingerprints = self.fingerprints.nbytes if self.fingerprints is not None else 0
+        return sum(a.nbytes for a in arenas) + self.tables.nbytes + shingles + fingerprints
 
     def add(self, batch: IndexedBatch, admit: npt.NDArray[np.bool_]) -> None:
         """Store documents and enter them in the tables where ``admit[row, table]`` is true."""
@@ -109,6 +141,10 @@ class Generation:
             if signed.shingles is None:
                 raise ValueError("this index keeps shingle sets (exact verification): the batch must carry them")
             self.shingles.extend(signed.shingles)
+        if self.fingerprints is not None:
+            if signed.fingerprints is None:
+                raise ValueError("this index keeps SimHash fingerprints (method combined): the batch must carry them")
+            self.fingerprints.extend(signed.fingerprints)
         rows, tables = np.nonzero(admit)
         self.tables.insert(tables, signed.keys[rows, tables], rows + first_local, lambda: self.key_highs.values)
         if batch.event_times.size:
@@ -137,4 +173,3 @@ class ShingleArena:
 
     def sets(self) -> ShingleSets:
         return ShingleSets(self.values.values, self.ends.values)
-

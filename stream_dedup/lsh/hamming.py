@@ -15,10 +15,22 @@ searches the stored documents and the earlier rows of the same batch
 (:func:`matches_within_batch`) before inserting the batch, so a verdict
 never depends on where batch boundaries fall.
 
-Storage, per document: the fingerprint (8 bytes) once, its id in a byte
+Storage, per document: the fingerprint (8 bytes) and its source (an opaque
+8-byte pointer to its record, returned with a match) once, its id in a byte
 arena (UTF-8 bytes plus an 8-byte end offset), and in each table its key and
 uint32 local number (see :mod:`~stream_dedup.lsh.hamming_runs`): 24 bytes
-for the 4 tables of ``k = 3``, so about 40 bytes plus the id's length.
+for the 4 tables of ``k = 3``, so about 48 bytes plus the id's length.
+
+**Hot clusters.** Exactness has a price where fingerprints crowd: a thousand
+copies of one boilerplate page would make every new copy match all the
+earlier ones, and the work per document grow without bound. With
+``max_bucket_size`` set, :meth:`HammingIndex.search_and_add` keeps such a
+document (its id, source and fingerprint) but does not enter it in the
+tables when the newest generation already holds an exact copy of its
+fingerprint (the copy answers every later query as well, and is earlier) or
+at least ``max_bucket_size`` fingerprints within ``k`` of it. The skips are
+counted in :attr:`HammingIndex.hot_bucket_skips`. Without it (the default)
+every document is entered and the answers are exact.
 
 Retention works as in :class:`~stream_dedup.lsh.BandIndex`: documents live in
 generations, the newest takes inserts, and whole generations are evicted by
@@ -38,14 +50,15 @@ import numpy.typing as npt
 
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
 from stream_dedup.lsh.arena import Arena, IdArena
+from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.lsh.hamming_params import HammingLayout, KeyArray
 from stream_dedup.lsh.hamming_runs import IntArray, RunStack, SortedRun
 from stream_dedup.lsh.retention import GenerationList, Retention
 from stream_dedup.sketch.simhash import hamming_distance
-from stream_dedup.text.hashing import U64, Uint64Array
+from stream_dedup.text.hashing import Uint64Array
 
 #: Names the export format; :meth:`HammingIndex.restore` refuses any other.
-EXPORT_FORMAT = "stream-dedup/hamming-index/1"
+EXPORT_FORMAT = "stream-dedup/hamming-index/2"
 
 
 @dataclass(frozen=True)
@@ -69,10 +82,14 @@ class NearMatches:
 class HammingIndex:
     """Exact Hamming-distance search over generations of 64-bit fingerprints."""
 
-    def __init__(self, layout: HammingLayout, retention: Retention | None = None) -> None:
-        """``retention`` defaults to remembering every document."""
+    def __init__(
+        self, layout: HammingLayout, retention: Retention | None = None, max_bucket_size: int | None = None
+    ) -> None:
+        """``retention`` defaults to remembering every document; ``max_bucket_size``: see "Hot clusters" above."""
         self.layout = layout
         self.generations = GenerationList(retention or Retention(), self._open_generation)
+        self.max_bucket_size = max_bucket_size
+        self.hot_bucket_skips = 0
 
     def __len__(self) -> int:
         return len(self.generations)
@@ -109,39 +126,71 @@ class HammingIndex:
             np.concatenate([distances for _, _, distances in parts]),
         )
 
-    def search_and_add(
-        self, fingerprints: Uint64Array, ids: list[str], event_times: npt.NDArray[np.float64] | None = None
-    ) -> NearMatches:
-        """Every earlier document within ``max_distance`` of each row, then insert the batch.
+    def search_batch(self, fingerprints: Uint64Array) -> NearMatches:
+        """Every earlier document within ``max_distance`` of each row, without inserting anything.
 
         Earlier documents are the stored ones and the earlier rows of this
-        batch (which get sequence numbers ``next_seq + row``).
+        batch (which get sequence numbers ``next_seq + row`` when :meth:`add`
+        inserts the batch next).
         """
         keys = self.layout.keys(fingerprints)
         run = SortedRun.build(keys, np.arange(fingerprints.size, dtype=np.uint32))
         stored = [g.search(keys, fingerprints, self.max_distance) for g in self.generations.items]
         rows, earlier, distances = _within_batch(run, keys, fingerprints, self.max_distance)
-        matches = _sorted_matches(
+        return _sorted_matches(
             np.concatenate([rows, *[r for r, _, _ in stored]]),
             np.concatenate([earlier.astype(np.int64) + self.next_seq, *[s for _, s, _ in stored]]),
             np.concatenate([distances, *[d for _, _, d in stored]]),
         )
-        self._insert(fingerprints, ids, event_times, run)
+
+    def search_and_add(
+        self,
+        fingerprints: Uint64Array,
+        ids: list[str],
+        event_times: npt.NDArray[np.float64] | None = None,
+        sources: Uint64Array | None = None,
+    ) -> NearMatches:
+        """:meth:`search_batch`, then :meth:`add` the batch."""
+        matches = self.search_batch(fingerprints)
+        self.add(fingerprints, ids, event_times, sources, matches)
         return matches
 
     def add(
-        self, fingerprints: Uint64Array, ids: list[str], event_times: npt.NDArray[np.float64] | None = None
+        self,
+        fingerprints: Uint64Array,
+        ids: list[str],
+        event_times: npt.NDArray[np.float64] | None = None,
+        sources: Uint64Array | None = None,
+        matches: NearMatches | None = None,
     ) -> None:
-        """Insert a batch without searching (sequence numbers ``next_seq`` onwards), then apply retention."""
-        run = SortedRun.build(self.layout.keys(fingerprints), np.arange(fingerprints.size, dtype=np.uint32))
-        self._insert(fingerprints, ids, event_times, run)
+        """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
+
+        ``matches``, the batch's :meth:`search_batch`, lets the hot-cluster cap
+        keep crowded fingerprints out of the tables; without it every row is entered.
+        """
+        keys = self.layout.keys(fingerprints)
+        entered = np.arange(fingerprints.size, dtype=np.uint32)
+        if matches is not None and self.max_bucket_size is not None:
+            entered = self._admitted(matches, fingerprints.size, self.max_bucket_size)
+        run = SortedRun.build([k[entered] for k in keys], entered)
+        if len(ids) != fingerprints.size:
+            raise ValueError(f"{fingerprints.size} fingerprints but {len(ids)} ids")
+        times = np.zeros(fingerprints.size) if event_times is None else event_times
+        pointers = np.full(fingerprints.size, NO_SOURCE) if sources is None else sources
+        self.generations.newest.add(fingerprints, ids, times, pointers, run)
+        self.generations.note_event_times(times)
+        sealed = self.generations.apply_retention()
+        if sealed is not None:
+            # A sealed generation takes no more inserts: one run makes its searches cheapest.
+            sealed.runs.compact()
 
     def fingerprints_of(self, seqs: npt.NDArray[np.int64]) -> Uint64Array:
         """Fingerprints of stored documents by sequence number."""
-        out = np.empty(seqs.size, dtype=U64)
-        for generation, positions, local in self.generations.locate(seqs):
-            out[positions] = generation.fingerprints.values[local]
-        return out
+        return self.generations.gather(seqs, lambda g: g.fingerprints.values)
+
+    def sources_of(self, seqs: npt.NDArray[np.int64]) -> Uint64Array:
+        """Sources (as given to :meth:`add`; ``NO_SOURCE`` if none) of stored documents by sequence number."""
+        return self.generations.gather(seqs, lambda g: g.sources.values)
 
     def ids_of(self, seqs: npt.NDArray[np.int64]) -> list[str]:
         """Ids of stored documents by sequence number, in the order asked."""
@@ -157,6 +206,8 @@ class HammingIndex:
         generations = []
         for number, g in enumerate(self.generations.items):
             arrays[f"generation{number}.fingerprints"] = g.fingerprints.values.copy()
+            arrays[f"generation{number}.sources"] = g.sources.values.copy()
+            arrays[f"generation{number}.skipped"] = g.skipped()
             arrays[f"generation{number}.id_bytes"] = g.ids.bytes.values.copy()
             arrays[f"generation{number}.id_ends"] = g.ids.ends.values.copy()
             generations.append(
@@ -171,6 +222,8 @@ class HammingIndex:
             "format": EXPORT_FORMAT,
             "max_distance": self.max_distance,
             "levels": list(self.layout.levels),
+            "max_bucket_size": self.max_bucket_size,
+            "hot_bucket_skips": self.hot_bucket_skips,
             "retention": {
                 "max_documents": self.retention.max_documents,
                 "max_age_seconds": self.retention.max_age_seconds,
@@ -202,7 +255,8 @@ class HammingIndex:
                 f"Hamming index was exported with max_distance={exported.max_distance}, "
                 f"cannot restore it with max_distance={layout.max_distance}"
             )
-        index = cls(layout, Retention(**metadata["retention"]))
+        index = cls(layout, Retention(**metadata["retention"]), metadata["max_bucket_size"])
+        index.hot_bucket_skips = int(metadata["hot_bucket_skips"])
         capacity = index.generations.capacity
         index.generations.items = [
             _Generation.restore(layout, capacity, meta, arrays, number)
@@ -214,22 +268,18 @@ class HammingIndex:
         index.generations.newest_event_time = _float_or(metadata["newest_event_time"], float("-inf"))
         return index
 
-    def _insert(
-        self,
-        fingerprints: Uint64Array,
-        ids: list[str],
-        event_times: npt.NDArray[np.float64] | None,
-        run: SortedRun,
-    ) -> None:
-        if len(ids) != fingerprints.size:
-            raise ValueError(f"{fingerprints.size} fingerprints but {len(ids)} ids")
-        times = np.zeros(fingerprints.size) if event_times is None else event_times
-        self.generations.newest.add(fingerprints, ids, times, run)
-        self.generations.note_event_times(times)
-        sealed = self.generations.apply_retention()
-        if sealed is not None:
-            # A sealed generation takes no more inserts: one run makes its searches cheapest.
-            sealed.runs.compact()
+    def _admitted(self, matches: NearMatches, rows: int, cap: int) -> npt.NDArray[np.uint32]:
+        """Rows to enter in the tables under the hot-cluster cap (see the module docstring).
+
+        Only matches in the newest generation count (the batch joins it):
+        a copy of an older document must stay findable once that one is evicted.
+        """
+        recent = matches.seqs >= self.generations.newest.base_seq
+        near = np.bincount(matches.rows[recent], minlength=rows)
+        copies = np.bincount(matches.rows[recent & (matches.distances == 0)], minlength=rows)
+        admitted = np.flatnonzero((near < cap) & (copies == 0)).astype(np.uint32)
+        self.hot_bucket_skips += rows - admitted.size
+        return admitted
 
     def _open_generation(self, base_seq: int, capacity: int | None) -> "_Generation":
         return _Generation(self.layout, base_seq, capacity)
@@ -253,6 +303,7 @@ class _Generation:
         self.layout = layout
         self.base_seq = base_seq
         self.fingerprints = Arena((), np.uint64, capacity or 0)
+        self.sources = Arena((), np.uint64, capacity or 0)
         self.ids = IdArena(capacity or 0)
         self.runs = RunStack()
         self.first_event_time = float("inf")
@@ -263,16 +314,30 @@ class _Generation:
 
     @property
     def nbytes(self) -> int:
-        return self.fingerprints.nbytes + self.ids.nbytes + self.runs.nbytes
+        return self.fingerprints.nbytes + self.sources.nbytes + self.ids.nbytes + self.runs.nbytes
 
-    def add(self, fingerprints: Uint64Array, ids: list[str], times: npt.NDArray[np.float64], run: SortedRun) -> None:
-        """Store a batch whose run numbers its rows from 0."""
-        self.runs.push(run.shifted(len(self)))
+    def add(
+        self,
+        fingerprints: Uint64Array,
+        ids: list[str],
+        times: npt.NDArray[np.float64],
+        sources: Uint64Array,
+        run: SortedRun,
+    ) -> None:
+        """Store a batch whose run numbers its rows from 0 (it may leave rows out of the tables)."""
+        if len(run):
+            self.runs.push(run.shifted(len(self)))
         self.fingerprints.extend(fingerprints)
+        self.sources.extend(sources)
         self.ids.extend(ids)
         if times.size:
             self.first_event_time = min(self.first_event_time, float(times.min()))
             self.last_event_time = max(self.last_event_time, float(times.max()))
+
+    def skipped(self) -> npt.NDArray[np.uint32]:
+        """Local numbers of the documents kept out of the tables (hot clusters), ascending."""
+        entered = [run.docs[0] for run in self.runs.runs]
+        return np.setdiff1d(np.arange(len(self), dtype=np.uint32), np.concatenate([np.empty(0, np.uint32), *entered]))
 
     def search(
         self, keys: list[KeyArray], fingerprints: Uint64Array, max_distance: int
@@ -296,12 +361,16 @@ class _Generation:
             fingerprints = np.asarray(arrays[f"generation{number}.fingerprints"], dtype=np.uint64)
             id_bytes = np.asarray(arrays[f"generation{number}.id_bytes"], dtype=np.uint8)
             id_ends = np.asarray(arrays[f"generation{number}.id_ends"], dtype=np.uint64)
+            sources = np.asarray(arrays[f"generation{number}.sources"], dtype=np.uint64)
+            skipped = np.asarray(arrays[f"generation{number}.skipped"], dtype=np.uint32)
         except KeyError as missing:
             raise CorruptSnapshotError(f"Hamming index export lacks array {missing}") from None
         documents = int(meta["documents"])
         consistent = (
             fingerprints.shape == (documents,)
             and id_ends.shape == (documents,)
+            and sources.shape == (documents,)
+            and bool((skipped < documents).all())
             and (int(id_ends[-1]) if documents else 0) == id_bytes.size
             and bool((np.diff(id_ends.astype(np.int64), prepend=0) >= 0).all())
         )
@@ -313,8 +382,10 @@ class _Generation:
         generation.fingerprints.extend(fingerprints)
         generation.ids.bytes.extend(id_bytes)
         generation.ids.ends.extend(id_ends)
-        if documents:
-            generation.runs.push(SortedRun.build(layout.keys(fingerprints), np.arange(documents, dtype=np.uint32)))
+        generation.sources.extend(sources)
+        entered = np.setdiff1d(np.arange(documents, dtype=np.uint32), skipped)
+        if entered.size:
+            generation.runs.push(SortedRun.build([k[entered] for k in layout.keys(fingerprints)], entered))
         generation.first_event_time = _float_or(meta["first_event_time"], float("inf"))
         generation.last_event_time = _float_or(meta["last_event_time"], float("-inf"))
         return generation

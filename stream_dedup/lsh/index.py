@@ -25,11 +25,13 @@ findable as long as the original is indexed.
 """
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
+from stream_dedup.lsh.arena import Arena
 from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import IntArray
 from stream_dedup.lsh.generation import Generation, IndexedBatch
@@ -65,13 +67,16 @@ class BandIndex:
         max_bucket_size: int = 64,
         retention: Retention | None = None,
         keep_shingles: bool = False,
+        keep_fingerprints: bool = False,
     ) -> None:
+        """``keep_shingles`` (exact verification) and ``keep_fingerprints`` (the combined method) store those too."""
         if max_bucket_size < 1:
             raise ConfigError("max_bucket_size", f"must be at least 1, got {max_bucket_size}")
         self.sketch_bytes = sketch_bits // 8
         self.banding = banding
         self.max_bucket_size = max_bucket_size
         self.keep_shingles = keep_shingles
+        self.keep_fingerprints = keep_fingerprints
         self.history = GenerationList(retention or Retention(), self._new_generation)
         self.hot_bucket_skips = 0
 
@@ -115,17 +120,17 @@ class BandIndex:
 
     def sketches_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
         """One-bit sketches of stored documents by sequence number."""
-        out = np.empty((seqs.size, self.sketch_bytes), dtype=np.uint8)
-        for generation, positions, local in self._locate(seqs):
-            out[positions] = generation.sketches.values[local]
-        return out
+        return self.history.gather(seqs, lambda g: g.sketches.values, (self.sketch_bytes,), np.uint8)
 
     def sources_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
         """Sources (as given to :meth:`add`) of stored documents by sequence number."""
-        out = np.empty(seqs.size, dtype=np.uint64)
-        for generation, positions, local in self._locate(seqs):
-            out[positions] = generation.sources.values[local]
-        return out
+        return self.history.gather(seqs, lambda g: g.sources.values)
+
+    def fingerprints_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]:
+        """SimHash fingerprints of stored documents by sequence number (method combined only)."""
+        if not self.keep_fingerprints:
+            raise ValueError("this index keeps no SimHash fingerprints (the method is not combined)")
+        return self.history.gather(seqs, lambda g: cast(Arena, g.fingerprints).values)
 
     def shingle_sets_of(self, seqs: npt.NDArray[np.int64]) -> ShingleSets:
         """Shingle sets of stored documents by sequence number (exact verification only)."""
@@ -161,7 +166,9 @@ class BandIndex:
         self.history.apply_retention()
 
     def _new_generation(self, base_seq: int, capacity: int | None) -> Generation:
-        return Generation(self.sketch_bytes, self.banding.bands + 1, base_seq, self.keep_shingles, capacity)
+        return Generation(
+            self.sketch_bytes, self.banding.bands + 1, base_seq, self.keep_shingles, capacity, self.keep_fingerprints
+        )
 
     def _locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[Generation, IntArray, IntArray]]:
         """Split sequence numbers by generation: ``(generation, positions in seqs, local numbers)``."""

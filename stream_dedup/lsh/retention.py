@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
+from stream_dedup.lsh.arena import IdArena
 
 #: Generations retention keeps: eviction frees about 1/this of the index at once.
 GENERATIONS_PER_RETENTION = 4
@@ -54,6 +55,7 @@ class Generation(Protocol):
     base_seq: int
     first_event_time: float
     last_event_time: float
+    ids: IdArena
 
     def __len__(self) -> int: ...
 
@@ -95,11 +97,14 @@ class GenerationList(Generic[G]):
             self.newest_event_time = max(self.newest_event_time, float(times.max()))
 
     def apply_retention(self) -> G | None:
-        """Seal the newest generation if it is full or spans enough time, then evict; return the sealed one."""
+        """Seal the newest generation if it is full (documents or id bytes) or spans enough time, then evict.
+
+        Returns the generation sealed, if any.
+        """
         newest = self.newest
         limit = self.retention.max_documents
         max_age = self.retention.max_age_seconds
-        full = self.capacity is not None and len(newest) >= self.capacity
+        full = (self.capacity is not None and len(newest) >= self.capacity) or newest.ids.full
         aged = (
             max_age is not None
             and newest.last_event_time - newest.first_event_time >= max_age / GENERATIONS_PER_RETENTION
@@ -127,4 +132,15 @@ class GenerationList(Generic[G]):
                 parts.append((generation, inside, (seqs[inside] - generation.base_seq).astype(np.intp)))
         return parts
 
-
+    def gather(
+        self,
+        seqs: npt.NDArray[np.int64],
+        column: Callable[[G], np.ndarray],
+        row_shape: tuple[int, ...] = (),
+        dtype: npt.DTypeLike = np.uint64,
+    ) -> np.ndarray:
+        """Rows of a per-document array of the generations (``column(generation)``), by sequence number."""
+        out = np.empty((seqs.size, *row_shape), dtype=dtype)
+        for generation, positions, local in self.locate(seqs):
+            out[positions] = column(generation)[local]
+        return out

@@ -81,14 +81,15 @@ class SimHasher:
         if not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
             raise ConfigError("seed", f"must be a whole number from 0 to 2**63-1, got {self.seed!r}")
 
-    def fingerprints(self, texts: Sequence[str]) -> Uint64Array:
-        """Normalise, shingle and fingerprint ``texts``: ``(len(texts),)`` uint64.
+    def fingerprints(self, texts: Sequence[str], normalized: bool = False) -> Uint64Array:
+        """Normalise (unless ``normalized``), shingle and fingerprint ``texts``: ``(len(texts),)`` uint64.
 
         Raises :class:`~stream_dedup.errors.InputError` if a text normalises to nothing.
         """
-        normalized = normalize_all(texts, self.shingling.strip_punctuation)
-        out = np.empty(len(normalized), dtype=U64)
-        for chunk in shingle_chunks(normalized, self.shingling, self.seed):
+        if not normalized:
+            texts = normalize_all(texts, self.shingling.strip_punctuation)
+        out = np.empty(len(texts), dtype=U64)
+        for chunk in shingle_chunks(texts, self.shingling, self.seed):
             out[chunk.rows] = self.fingerprint_chunk(chunk)
         return out
 

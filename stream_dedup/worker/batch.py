@@ -24,7 +24,7 @@ import numpy as np
 from kafka import KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
-from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.documents import internal_error
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import PRODUCER_TUNING
@@ -75,7 +75,7 @@ class CommittedBatch:
 
 def publish_batch(
     records: list[Any],
-    detector: Detector,
+    detector: DuplicateDetector,
     producer: KafkaProducer,
     consumer_group: Any,
     positions: dict[int, int],
@@ -185,8 +185,8 @@ def publish_batch(
             verified_pairs=detector.stats.verified - verified_before,
             indexed_documents=len(detector),
             index_bytes=detector.memory_bytes(),
-            evicted_documents=detector.index.evicted_documents,
-            hot_bucket_skips=detector.index.hot_bucket_skips,
+            evicted_documents=detector.evicted_documents,
+            hot_bucket_skips=detector.hot_bucket_skips,
         ),
     )
 
@@ -235,7 +235,7 @@ class _Sender:
 
 
 def _sign(
-    detector: Detector, documents: list[InputDocument], letters: list[DeadLetter]
+    detector: DuplicateDetector, documents: list[InputDocument], letters: list[DeadLetter]
 ) -> tuple[list[InputDocument], SignedBatch]:
     """Sign ``documents`` in one call; if that fails, find the documents that fail alone and dead-letter them.
 

@@ -81,7 +81,8 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.detection import DuplicateDetector
+from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.clients import group_consumer, transactional_producer
 from stream_dedup.worker.batch import publish_batch
 from stream_dedup.worker.events import WorkerEvents
@@ -110,7 +111,7 @@ class Worker:
         self,
         settings: WorkerSettings,
         events: WorkerEvents | None = None,
-        detector_factory: Callable[[DetectionConfig], Detector] = Detector,
+        detector_factory: Callable[[DetectionConfig], DuplicateDetector] = make_detector,
     ) -> None:
         """``detector_factory`` makes the empty index a restore starts from (one without a snapshot)."""
         self.settings = settings
@@ -247,7 +248,7 @@ class _Session:
         self,
         worker: Worker,
         replay: ChangelogReplay,
-        detector: Detector,
+        detector: DuplicateDetector,
         schedule: SnapshotSchedule,
         producer: KafkaProducer,
         consumer: KafkaConsumer,

@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.errors import ChangelogError, ReplayTimeoutError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
 from stream_dedup.kafka.clients import KafkaConnection
@@ -67,7 +67,7 @@ class ChangelogReplay:
         end = self._consumer.end_offsets([self.partition])[self.partition]
         return int(first), int(end)
 
-    def catch_up(self, detector: Detector, timeout_seconds: float = 300.0) -> int:
+    def catch_up(self, detector: DuplicateDetector, timeout_seconds: float = 300.0) -> int:
         """Apply everything committed up to now; return the documents applied.
 
         Raises :class:`ReplayTimeoutError` if that takes longer than ``timeout_seconds``.
@@ -86,7 +86,7 @@ class ChangelogReplay:
             applied += self._apply(detector, self._consumer.poll(timeout_ms=100, max_records=_RECORDS_PER_POLL), end)
         return applied
 
-    def apply_available(self, detector: Detector) -> int:
+    def apply_available(self, detector: DuplicateDetector) -> int:
         """Apply whatever is already fetched or arrives at once (a standby's tailing)."""
         return self._apply(detector, self._consumer.poll(timeout_ms=0, max_records=_RECORDS_PER_POLL), None)
 
@@ -99,7 +99,7 @@ class ChangelogReplay:
     def close(self) -> None:
         self._consumer.close()
 
-    def _apply(self, detector: Detector, fetched: dict[Any, list[Any]], end: int | None) -> int:
+    def _apply(self, detector: DuplicateDetector, fetched: dict[Any, list[Any]], end: int | None) -> int:
         applied = 0
         for record in fetched.get(self.partition, []):
             entry = decode_entry(record.value, self.digest)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.settings import WorkerSettings
@@ -25,8 +25,8 @@ def restore(
     store: SnapshotStore,
     replay: ChangelogReplay,
     events: WorkerEvents,
-    detector_factory: Callable[[DetectionConfig], Detector],
-) -> tuple[Detector, SnapshotSchedule]:
+    detector_factory: Callable[[DetectionConfig], DuplicateDetector],
+) -> tuple[DuplicateDetector, SnapshotSchedule]:
     """The index as of the changelog's end, and the schedule of the next snapshot (due from the one loaded).
 
     ``detector_factory`` makes the empty index of a full replay. Leaves
@@ -69,6 +69,6 @@ def restore(
     return detector, schedule
 
 
-def report_index(events: WorkerEvents, detector: Detector) -> None:
+def report_index(events: WorkerEvents, detector: DuplicateDetector) -> None:
     """Tell the listeners the index's size after it changed outside a batch (restored, replayed, taken over)."""
-    events.index_changed(len(detector), detector.memory_bytes(), detector.index.evicted_documents)
+    events.index_changed(len(detector), detector.memory_bytes(), detector.evicted_documents)

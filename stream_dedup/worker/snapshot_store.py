@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.snapshot import SnapshotImage, capture_snapshot, load_snapshot
 from stream_dedup.errors import CorruptSnapshotError
 
@@ -74,21 +74,21 @@ class SnapshotSchedule:
         self._since = clock()
         self._documents = 0
 
-    def due(self, detector: Detector) -> bool:
+    def due(self, detector: DuplicateDetector) -> bool:
         return (
             self._clock() - self._since >= self.interval_seconds
             or _indexed_ever(detector) - self._documents >= self.every_documents
         )
 
-    def covers(self, changelog_offset: int, detector: Detector) -> None:
+    def covers(self, changelog_offset: int, detector: DuplicateDetector) -> None:
         """The newest snapshot holds ``detector`` as of ``changelog_offset``: the next is due from now."""
         self.covered_offset = changelog_offset
         self._documents = _indexed_ever(detector)
         self._since = self._clock()
 
 
-def _indexed_ever(detector: Detector) -> int:
-    return len(detector) + detector.index.evicted_documents
+def _indexed_ever(detector: DuplicateDetector) -> int:
+    return len(detector) + detector.evicted_documents
 
 
 #: Called when a background write ends: (seconds writing, seconds the caller paused, file size) or the error.
@@ -111,7 +111,7 @@ class SnapshotStore:
 
     def load_newest(
         self, config: DetectionConfig, changelog_topic: str, usable: Callable[[SnapshotCoverage], str | None]
-    ) -> tuple[Detector, SnapshotCoverage] | None:
+    ) -> tuple[DuplicateDetector, SnapshotCoverage] | None:
         """The newest snapshot that loads and that ``usable`` accepts (it returns why not, or None).
 
         A corrupt file is reported and skipped; a snapshot made with other
@@ -142,7 +142,7 @@ class SnapshotStore:
         return self._writer is not None and self._writer.is_alive()
 
     def write_in_background(
-        self, detector: Detector, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed
+        self, detector: DuplicateDetector, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed
     ) -> float:
         """Capture the detector now and write it on a thread; return how long the capture paused the caller."""
         started = time.perf_counter()
@@ -154,7 +154,9 @@ class SnapshotStore:
         self._writer.start()
         return pause
 
-    def write(self, detector: Detector, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed) -> None:
+    def write(
+        self, detector: DuplicateDetector, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed
+    ) -> None:
         """Capture and write on the caller's thread (at shutdown, when nothing else runs)."""
         started = time.perf_counter()
         image = capture_snapshot(detector, coverage.to_metadata())

@@ -24,7 +24,16 @@ from stream_dedup.cli.main import main
 from stream_dedup.engine import Verdict
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-VERDICT_FIELDS = ["format_version", "id", "verdict", "duplicate_of", "similarity", "source", "match_source"]
+VERDICT_FIELDS = [
+    "format_version",
+    "id",
+    "verdict",
+    "duplicate_of",
+    "similarity",
+    "hamming_distance",
+    "source",
+    "match_source",
+]
 CORE_FIELDS = ("id", "verdict", "duplicate_of", "similarity")
 
 
@@ -96,6 +105,7 @@ def test_one_verdict_line_per_record_in_input_order_with_exactly_the_verdict_fie
             "verdict": "unique",
             "duplicate_of": None,
             "similarity": None,
+            "hamming_distance": None,
             "source": {"line": i + 1},
             "match_source": None,
         }
@@ -494,3 +504,31 @@ def test_every_detection_setting_has_a_flag_that_reaches_the_config() -> None:
     flagged = {f.name for f in fields(DetectionConfig)} & set(vars(args))
     assert flagged == {f.name for f in fields(DetectionConfig)}
     assert config_from(args) == DetectionConfig(threshold=0.7, verification="exact")
+
+
+@pytest.mark.parametrize("method", ["simhash", "combined"])
+def test_the_seed_002_methods_report_the_hamming_distance_of_the_match(tmp_path: Path, method: str) -> None:
+    original = text(41, 80)
+    records = [
+        {"id": "a", "text": original},
+        {"id": "b", "text": text(42, 80)},
+        {"id": "c", "text": original},
+        {"id": "d", "text": near_copy(original)},
+    ]
+    result = run_cli("-", "--method", method, "--max-hamming", "6", cwd=tmp_path, stdin=jsonl(*records))
+    assert result.returncode == 0, result.stderr
+    lines = verdict_records(result.stdout)
+    assert [(v["verdict"], v["duplicate_of"]) for v in lines[:3]] == [
+        ("unique", None),
+        ("unique", None),
+        ("duplicate", "a"),
+    ]
+    assert lines[2]["hamming_distance"] == 0 and lines[2]["similarity"] == 1.0
+    assert lines[3]["verdict"] == "duplicate" and 0 <= lines[3]["hamming_distance"] <= 6
+    assert lines[0]["hamming_distance"] is None
+
+
+def test_exact_verification_with_simhash_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    result = run_cli("-", "--method", "simhash", "--verification", "exact", cwd=tmp_path, stdin=b"")
+    assert result.returncode == 2
+    assert b"'verification'" in result.stderr

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Detector
+from stream_dedup.engine import make_detector
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, encode_entry, merge_parts
 from stream_dedup.lsh import IndexedBatch
@@ -18,7 +18,7 @@ DIGEST = DetectionConfig().signature_fingerprint()
 def entry_of(texts: list[str], config: DetectionConfig | None = None) -> ChangelogEntry:
     documents = IndexedBatch(
         [f"id-{i}-é" for i in range(len(texts))],
-        Detector(config or DetectionConfig()).sign(texts),
+        make_detector(config or DetectionConfig()).sign(texts),
         np.arange(len(texts), dtype=np.float64) + 0.5,
         np.arange(len(texts), dtype=np.uint64) * np.uint64(7919) + np.uint64(2**60),
     )
@@ -37,11 +37,22 @@ def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
     if ours.signed.shingles is not None and theirs.signed.shingles is not None:
         assert np.array_equal(ours.signed.shingles.values, theirs.signed.shingles.values)
         assert np.array_equal(ours.signed.shingles.ends, theirs.signed.shingles.ends)
+    assert (ours.signed.fingerprints is None) == (theirs.signed.fingerprints is None)
+    if ours.signed.fingerprints is not None and theirs.signed.fingerprints is not None:
+        assert np.array_equal(ours.signed.fingerprints, theirs.signed.fingerprints)
 
 
-@pytest.mark.parametrize("verification", ["estimate", "exact"])
-def test_an_entry_survives_encoding(verification: str) -> None:
-    config = DetectionConfig(verification=verification)  # type: ignore[arg-type]
+@pytest.mark.parametrize(
+    "config",
+    [
+        DetectionConfig(),
+        DetectionConfig(verification="exact"),
+        DetectionConfig(method="simhash"),
+        DetectionConfig(method="combined", verification="exact"),
+    ],
+    ids=["estimate", "exact", "simhash", "combined-exact"],
+)
+def test_an_entry_survives_encoding(config: DetectionConfig) -> None:
     entry = entry_of(make_corpus(50, seed=1), config)
     digest = config.signature_fingerprint()
     (value,) = encode_entry(entry, digest)
@@ -51,15 +62,16 @@ def test_an_entry_survives_encoding(verification: str) -> None:
 @settings(max_examples=25, deadline=None)
 @given(documents=st.integers(1, 120), max_bytes=st.integers(100, 20_000))
 def test_a_big_batch_splits_into_parts_that_merge_back(documents: int, max_bytes: int) -> None:
-    entry = entry_of(make_corpus(documents, seed=documents), DetectionConfig(verification="exact"))
-    digest = DetectionConfig(verification="exact").signature_fingerprint()
+    config = DetectionConfig(method="combined", verification="exact")  # every part a record can carry
+    entry = entry_of(make_corpus(documents, seed=documents), config)
+    digest = config.signature_fingerprint()
     parts = [decode_entry(value, digest) for value in encode_entry(entry, digest, max_bytes=max_bytes)]
     assert [p.final for p in parts] == [False] * (len(parts) - 1) + [True]
     assert_same(merge_parts(parts), entry)
 
 
 def test_a_batch_of_only_dead_letters_still_records_its_positions() -> None:
-    nothing = IndexedBatch([], Detector(DetectionConfig()).sign([]), np.empty(0), np.empty(0, np.uint64))
+    nothing = IndexedBatch([], make_detector(DetectionConfig()).sign([]), np.empty(0), np.empty(0, np.uint64))
     (value,) = encode_entry(ChangelogEntry(nothing, "documents", {1: 99}), DIGEST)
     decoded = decode_entry(value, DIGEST)
     assert (decoded.documents.ids, decoded.positions) == ([], {1: 99})

@@ -20,7 +20,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Detector
+from stream_dedup.engine import DuplicateDetector, make_detector
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
 
@@ -74,7 +74,7 @@ def make_stage(bootstrap: str, create_topic: Any, snapshot_root: Path) -> Stage:
 
 @contextlib.contextmanager
 def worker_thread(
-    settings: WorkerSettings, detector_factory: Callable[[DetectionConfig], Detector] = Detector
+    settings: WorkerSettings, detector_factory: Callable[[DetectionConfig], DuplicateDetector] = make_detector
 ) -> Iterator[Worker]:
     """A worker running in a thread of the test process, stopped (as by SIGTERM) at the end."""
     worker = Worker(settings, detector_factory=detector_factory)
@@ -199,7 +199,7 @@ def document_messages(
 
 
 #: The verdict fields an in-process run predicts (the sources are Kafka's).
-VERDICT_CORE = ("id", "verdict", "duplicate_of", "similarity")
+VERDICT_CORE = ("id", "verdict", "duplicate_of", "similarity", "hamming_distance")
 
 
 def expected_verdicts(
@@ -212,7 +212,7 @@ def expected_verdicts(
     increasing timestamps, so that order is the corpus order, however the
     partitions' fetches interleave.
     """
-    detector = Detector(config or DetectionConfig())
+    detector = make_detector(config or DetectionConfig())
     ids = [f"doc-{i}" for i in range(len(corpus))]
     verdicts = detector.process(ids, [text for text, _ in corpus], event_times=[0.0] * len(corpus))
     return {v.id: {k: v.to_dict()[k] for k in VERDICT_CORE} for v in verdicts}

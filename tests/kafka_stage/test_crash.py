@@ -78,9 +78,7 @@ def crash_run(
         messages.insert(at, (key, value, number % 3, messages[at][3]))
     for start in range(0, len(messages), 5000):
         produce(stage.bootstrap, stage.input_topic, messages[start : start + 5000])
-    environment = stage.environment(
-        batch_size=40, snapshot_interval_seconds=1, max_document_bytes=MAX_DOCUMENT_BYTES
-    )
+    environment = stage.environment(batch_size=40, snapshot_interval_seconds=1, max_document_bytes=MAX_DOCUMENT_BYTES)
     left_undone: list[int] = []
     worker = WorkerProcess(environment, tmp_path / "worker.log").start()
     deadline = time.monotonic() + 60 + 10 * kills

@@ -12,6 +12,7 @@ from stream_dedup.config import DetectionConfig
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
+    VERDICT_CORE,
     Stage,
     document_messages,
     expected_verdicts,
@@ -25,7 +26,7 @@ pytestmark = pytest.mark.kafka
 
 
 def comparable(verdict: dict[str, object]) -> dict[str, object]:
-    return {k: verdict[k] for k in ("id", "verdict", "duplicate_of", "similarity")}
+    return {k: verdict[k] for k in VERDICT_CORE}
 
 
 def test_every_document_gets_exactly_one_verdict_with_its_source(stage: Stage) -> None:
@@ -64,6 +65,24 @@ def test_restart_resumes_without_republishing_and_remembers_earlier_documents(st
     assert len(records) == len(corpus)
     expected = expected_verdicts(corpus)
     assert {json.loads(r.value)["id"]: comparable(json.loads(r.value)) for r in records} == expected
+
+
+@pytest.mark.parametrize("method", ["simhash", "combined"])
+def test_the_seed_002_methods_survive_a_restart_with_the_verdicts_of_one_run(stage: Stage, method: str) -> None:
+    corpus = make_clustered_corpus(600, seed=21)
+    messages = document_messages(corpus, partitions=3)
+    produce(stage.bootstrap, stage.input_topic, messages[:300])
+    with worker_thread(stage.settings(batch_size=40, method=method, max_hamming=8)):
+        read_committed(stage.bootstrap, stage.output_topic, 300)
+    produce(stage.bootstrap, stage.input_topic, messages[300:])
+    with worker_thread(stage.settings(batch_size=40, method=method, max_hamming=8)):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+    config = DetectionConfig(method=method, max_hamming=8)  # type: ignore[arg-type]
+    expected = expected_verdicts(corpus, config)
+    assert sum(v["verdict"] == "duplicate" for v in expected.values()) > 50
+    assert all(v["hamming_distance"] is not None for v in expected.values() if v["verdict"] == "duplicate")
+    assert {json.loads(r.value)["id"]: comparable(json.loads(r.value)) for r in records} == expected
+    assert {json.loads(r.value)["params_fingerprint"] for r in records} == {config.fingerprint()}
 
 
 def test_a_lost_snapshot_directory_costs_only_a_full_replay(stage: Stage, tmp_path: Path) -> None:

@@ -1,0 +1,159 @@
+"""What every detector does, whatever its method: take a batch in stream order, return one verdict per document.
+
+The methods (:class:`~stream_dedup.engine.detector.Detector` for MinHash and
+the combined filter, :class:`~stream_dedup.engine.simhash_detector.SimHashDetector`)
+differ in how they sign documents and find matches; the callers (the offline
+command, the Kafka stage, snapshots) see only this interface. Semantics are
+those of a one-at-a-time loop: document ``i`` of the stream is compared with
+every earlier indexed document (earlier batches *and* earlier rows of its own
+batch) and is then indexed itself, duplicates included, so verdicts never
+depend on batch boundaries.
+"""
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.verdict import Verdict
+from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch, SignedBatch
+
+
+@dataclass
+class DetectorStats:
+    """Running counters, for summaries and metrics."""
+
+    documents: int = 0
+    duplicates: int = 0
+    candidates: int = 0
+    verified: int = 0
+
+
+class StoredDocuments(Protocol):
+    """What every index tells about itself, and about its documents by sequence number."""
+
+    def __len__(self) -> int: ...
+
+    @property
+    def nbytes(self) -> int: ...
+
+    @property
+    def evicted_documents(self) -> int: ...
+
+    @property
+    def hot_bucket_skips(self) -> int: ...
+
+    def ids_of(self, seqs: npt.NDArray[np.int64]) -> list[str]: ...
+
+    def sources_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]: ...
+
+
+@dataclass(frozen=True)
+class BestMatches:
+    """Each row's best earlier match: ``seq`` (-1 for none), its similarity and, if known, Hamming distance."""
+
+    seqs: npt.NDArray[np.int64]
+    similarity: npt.NDArray[np.float64]
+    distances: npt.NDArray[np.int64] | None = None
+
+
+class DuplicateDetector(ABC):
+    """A streaming near-duplicate detector over an index of earlier documents."""
+
+    config: DetectionConfig
+    index: StoredDocuments
+    stats: DetectorStats
+    #: Candidates of each document of the latest batch (for a metric's histogram).
+    last_batch_candidates: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        """Documents in the index."""
+        return len(self.index)
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the index's arrays."""
+        return self.index.nbytes
+
+    @property
+    def evicted_documents(self) -> int:
+        """Documents dropped by retention so far."""
+        return self.index.evicted_documents
+
+    @property
+    def hot_bucket_skips(self) -> int:
+        """Entries left out of the index's tables by its hot-bucket cap so far."""
+        return self.index.hot_bucket_skips
+
+    @abstractmethod
+    def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
+        """All the index needs of ``texts``: what :meth:`process_signed` takes and the changelog stores.
+
+        Raises :class:`~stream_dedup.errors.InputError` if a text is empty after normalisation.
+        """
+
+    @abstractmethod
+    def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
+        """Verdicts for a batch of signed documents in stream order, then index them."""
+
+    def process(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        event_times: npt.NDArray[np.float64] | Sequence[float] | None = None,
+        normalized: bool = False,
+        sources: npt.NDArray[np.uint64] | Sequence[int] | None = None,
+    ) -> list[Verdict]:
+        """Verdicts for a batch of documents in stream order, then index them.
+
+        ``event_times`` (seconds) drive age-based retention; they default to
+        now. ``normalized=True`` says the texts already went through
+        :func:`~stream_dedup.text.normalize` (callers that reject empty texts
+        one by one normalise first and need not pay twice). ``sources`` are
+        opaque 64-bit pointers to the documents' records (a line number, a
+        packed Kafka partition and offset) that verdicts return for a match;
+        they default to none. Raises :class:`~stream_dedup.errors.InputError`
+        (and changes nothing) if a text is empty after normalisation.
+        """
+        if not texts:
+            return []
+        times = np.full(len(ids), time.time()) if event_times is None else np.asarray(event_times, dtype=np.float64)
+        if sources is None:
+            pointers = np.full(len(ids), NO_SOURCE, dtype=np.uint64)
+        else:
+            pointers = np.asarray(sources, dtype=np.uint64)
+        return self.process_signed(IndexedBatch(list(ids), self.sign(texts, normalized), times, pointers))
+
+
+def verdicts_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments, first_seq: int) -> list[Verdict]:
+    """One verdict per row of ``batch``; matches ``>= first_seq`` are earlier rows of the batch itself.
+
+    The ids and sources of stored matches are fetched in one call each.
+    """
+    ids = batch.ids
+    verdicts = [Verdict(doc_id, "unique") for doc_id in ids]
+    rows = np.flatnonzero(best.seqs >= 0)
+    seqs = best.seqs[rows]
+    in_batch = seqs >= first_seq
+    stored_ids = iter(stored.ids_of(seqs[~in_batch]))
+    sources = np.empty(seqs.size, dtype=np.uint64)
+    sources[in_batch] = batch.sources[seqs[in_batch] - first_seq]
+    sources[~in_batch] = stored.sources_of(seqs[~in_batch])
+    distances = best.distances[rows].tolist() if best.distances is not None else [None] * rows.size
+    for row, seq, score, batched, source, distance in zip(
+        rows.tolist(),
+        seqs.tolist(),
+        best.similarity[rows].tolist(),
+        in_batch.tolist(),
+        sources.tolist(),
+        distances,
+        strict=True,
+    ):
+        match = ids[seq - first_seq] if batched else next(stored_ids)
+        matched_source = None if source == NO_SOURCE else source
+        verdicts[row] = Verdict(ids[row], "duplicate", match, round(score, 4), matched_source, distance)
+    return verdicts

@@ -1,0 +1,189 @@
+"""The simhash and combined methods, checked against brute force over the same fingerprints and sketches.
+
+Truth here never comes from the index under test: SimHash verdicts are
+recomputed by comparing every document with every earlier one (XOR and
+popcount), and combined verdicts from the MinHash detector's own pairs
+filtered by brute-force Hamming distances.
+"""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Detector, Verdict, make_detector
+from stream_dedup.engine.snapshot import load_snapshot, save_snapshot
+from stream_dedup.errors import ConfigError, IncompatibleSnapshotError
+from stream_dedup.sketch.simhash import hamming_distance
+from tests.corpus import make_corpus
+
+SIMHASH = DetectionConfig(method="simhash", max_hamming=3, max_bucket_size=10_000)
+
+
+def brute_force_simhash(texts: list[str], config: DetectionConfig) -> list[tuple[int, int] | None]:
+    """For each document: ``(earlier index, distance)`` of its nearest earlier fingerprint within k, earliest first."""
+    prints = config.simhasher().fingerprints(texts)
+    best: list[tuple[int, int] | None] = []
+    for i in range(len(texts)):
+        distances = hamming_distance(prints[i], prints[:i]).astype(int)
+        near = np.flatnonzero(distances <= config.max_hamming)
+        if near.size == 0:
+            best.append(None)
+        else:
+            nearest = near[np.argmin(distances[near])]  # argmin takes the first, i.e. earliest, of equals
+            best.append((int(nearest), int(distances[nearest])))
+    return best
+
+
+def run_in_batches(detector_texts: list[str], config: DetectionConfig, sizes: list[int]) -> list[Verdict]:
+    detector = make_detector(config)
+    ids = [f"d{i}" for i in range(len(detector_texts))]
+    verdicts: list[Verdict] = []
+    start, turn = 0, 0
+    while start < len(ids):
+        stop = start + sizes[turn % len(sizes)]
+        verdicts += detector.process(
+            ids[start:stop], detector_texts[start:stop], sources=range(start, len(ids))[: stop - start]
+        )
+        start, turn = stop, turn + 1
+    return verdicts
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    words=st.lists(
+        st.sampled_from(["red", "car", "fast", "blue", "road", "sun", "a", "the"]), min_size=40, max_size=80
+    ),
+    cuts=st.lists(st.integers(0, 60), min_size=8, max_size=30),
+    sizes=st.lists(st.integers(1, 9), min_size=1, max_size=4),
+)
+def test_simhash_verdicts_equal_brute_force_whatever_the_batches(
+    words: list[str], cuts: list[int], sizes: list[int]
+) -> None:
+    # Windows of one word sequence: many pairs within a few bits, some exact copies, some far apart.
+    texts = [" ".join(words[c : c + 12]) or "empty" for c in cuts]
+    verdicts = run_in_batches(texts, SIMHASH, sizes)
+    for i, (verdict, truth) in enumerate(zip(verdicts, brute_force_simhash(texts, SIMHASH), strict=True)):
+        if truth is None:
+            assert verdict.verdict == "unique", (i, verdict)
+        else:
+            earlier, distance = truth
+            assert (verdict.verdict, verdict.duplicate_of, verdict.hamming_distance) == (
+                "duplicate",
+                f"d{earlier}",
+                distance,
+            )
+            assert verdict.similarity == round(1 - distance / 64, 4)
+            assert verdict.match_source == earlier
+
+
+def test_simhash_on_real_near_copies_matches_brute_force() -> None:
+    texts = make_corpus(600, seed=3)
+    verdicts = run_in_batches(texts, SIMHASH, [64])
+    truth = brute_force_simhash(texts, SIMHASH)
+    assert sum(t is not None for t in truth) >= 25
+    assert [v.duplicate_of for v in verdicts] == [None if t is None else f"d{t[0]}" for t in truth]
+
+
+def test_every_exact_copy_is_found_past_the_hot_cluster_cap() -> None:
+    config = DetectionConfig(method="simhash", max_bucket_size=2)
+    detector = make_detector(config)
+    texts = ["the same boilerplate footer of a listing"] * 30 + ["another footer, quite different"] * 5
+    verdicts = detector.process([f"c{i}" for i in range(len(texts))], texts)
+    assert verdicts[0].verdict == verdicts[30].verdict == "unique"
+    assert all(v.duplicate_of == "c0" and v.hamming_distance == 0 for v in verdicts[1:30])
+    assert all(v.duplicate_of == "c30" and v.hamming_distance == 0 for v in verdicts[31:])
+    assert detector.hot_bucket_skips == 33  # copies are kept, not entered in the tables again
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        # Retention evicts, and a hot cluster (the banner) keeps documents out of the tables.
+        DetectionConfig(method="simhash", max_bucket_size=3, max_documents=400),
+        DetectionConfig(method="combined", max_documents=400),
+    ],
+    ids=["simhash", "combined"],
+)
+def test_a_snapshot_resumes_with_the_verdicts_of_one_run(tmp_path: Path, config: DetectionConfig) -> None:
+    texts = make_corpus(900, seed=4) + ["a repeated banner line"] * 20
+    ids = [f"d{i}" for i in range(len(texts))]
+    uninterrupted = make_detector(config).process(ids, texts, event_times=[0.0] * len(texts))
+    first = make_detector(config)
+    first.process(ids[:500], texts[:500], event_times=[0.0] * 500)
+    save_snapshot(first, tmp_path / "s.snap")
+    restored, _ = load_snapshot(tmp_path / "s.snap", config)
+    assert type(restored) is type(first)
+    assert (len(restored), restored.evicted_documents, restored.hot_bucket_skips) == (
+        len(first),
+        first.evicted_documents,
+        first.hot_bucket_skips,
+    )
+    resumed = restored.process(ids[500:], texts[500:], event_times=[0.0] * (len(texts) - 500))
+    assert resumed == uninterrupted[500:]
+    assert any(v.hamming_distance is not None for v in resumed)
+
+
+def test_a_snapshot_of_another_method_is_refused_naming_the_method(tmp_path: Path) -> None:
+    detector = make_detector(DetectionConfig())
+    detector.process(["a"], ["some text to index"])
+    save_snapshot(detector, tmp_path / "m.snap")
+    with pytest.raises(IncompatibleSnapshotError, match="method='minhash' but this run uses method='simhash'"):
+        load_snapshot(tmp_path / "m.snap", DetectionConfig(method="simhash"))
+
+
+def test_combined_duplicates_are_minhash_duplicates_that_simhash_confirms() -> None:
+    texts = make_corpus(800, seed=5)
+    ids = [f"d{i}" for i in range(len(texts))]
+    combined_config = DetectionConfig(method="combined", max_hamming=4)
+    combined = make_detector(combined_config).process(ids, texts, sources=range(len(texts)))
+    minhash = Detector(DetectionConfig()).process(ids, texts, sources=range(len(texts)))
+    prints = combined_config.simhasher().fingerprints(texts)
+    confirmed = 0
+    for i, (both, alone) in enumerate(zip(combined, minhash, strict=True)):
+        if both.verdict == "duplicate":
+            assert both.match_source is not None and both.similarity is not None
+            assert both.similarity >= 0.8
+            assert both.hamming_distance == int(hamming_distance(prints[i], prints[both.match_source]))
+            assert both.hamming_distance <= 4
+            assert alone.verdict == "duplicate"  # never a pair MinHash alone would not report
+        elif alone.verdict == "duplicate" and alone.match_source is not None:
+            # MinHash's best match was not within 4 bits (else it would be kept).
+            assert int(hamming_distance(prints[i], prints[alone.match_source])) > 4
+        confirmed += both.verdict == "duplicate"
+    assert 0 < confirmed < sum(v.verdict == "duplicate" for v in minhash) + 1
+
+
+@pytest.mark.parametrize(
+    ("settings_", "named"),
+    [
+        ({"method": "lsh"}, "method"),
+        ({"method": "simhash", "verification": "exact"}, "verification"),
+        ({"max_hamming": 17}, "max_hamming"),
+        ({"max_hamming": -1}, "max_hamming"),
+        ({"simhash_weighting": "tfidf"}, "simhash_weighting"),
+    ],
+)
+def test_bad_method_settings_stop_start_up_naming_the_setting(settings_: dict[str, object], named: str) -> None:
+    with pytest.raises(ConfigError, match=f"'{named}'"):
+        DetectionConfig(**settings_)  # type: ignore[arg-type]
+
+
+def test_fingerprints_cover_what_the_method_reads_and_nothing_else() -> None:
+    assert DetectionConfig(method="simhash").fingerprint() != DetectionConfig().fingerprint()
+    assert DetectionConfig(method="combined").signature_fingerprint() != DetectionConfig().signature_fingerprint()
+    # Settings a method never reads cannot tell its verdicts apart.
+    assert DetectionConfig(max_hamming=5).fingerprint() == DetectionConfig().fingerprint()
+    assert (
+        DetectionConfig(method="simhash", threshold=0.5).fingerprint()
+        == DetectionConfig(method="simhash").fingerprint()
+    )
+    assert (
+        DetectionConfig(method="simhash", max_hamming=5).fingerprint()
+        != DetectionConfig(method="simhash").fingerprint()
+    )
+    weighted = DetectionConfig(method="simhash", simhash_weighting="frequency")
+    assert weighted.signature_fingerprint() != DetectionConfig(method="simhash").signature_fingerprint()
