@@ -14,6 +14,15 @@ second row, with exact verification; (b) datasketch ``MinHashLSH`` + ``MinHash``
 query-then-insert, duplicate when a candidate's estimated Jaccard >= t (``_anchors.py``),
 fed the same shingle strings. Settings: t = 0.8, 128 permutations, character 10-shingles.
 
+The seed 002 methods on the same streams: ``simhash`` at ``max_hamming`` 3 (Manku et
+al.'s setting) and 10 (the distance Jaccard 0.8 gives equal-size sets), and
+``combined`` at 10, scored against the Jaccard truth above and, for SimHash, against
+its own notion of near, exact cosine similarity of the shingle sets: document ``i``
+is a duplicate iff an earlier one has ``|A & B| / sqrt(|A| |B|) >= cos(pi k / 64)``,
+the cosine whose expected fingerprint distance is ``k``. Cosine truth comes from the
+same prefix filter run at Jaccard ``c**2`` (cosine ``c`` implies Jaccard ``>= c**2``,
+reached when one set contains the other).
+
 Streams (``corpus.py``), each built to be dense near the threshold:
 * paragraphs: real paragraphs with 30% planted edited copies of graded strength;
 * editions: real paragraphs republished in 7 successive editions, each an edit of the last;
@@ -44,7 +53,7 @@ from _table import Row, print_table, stopwatch
 from corpus import Document, editions_stream, planted_stream, title_stream
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Detector
+from stream_dedup.engine import make_detector
 from stream_dedup.text import Shingling, normalize, shingle_set
 
 THRESHOLD, NUM_PERM, SHINGLE_SIZE = 0.8, 128, 10
@@ -60,8 +69,15 @@ class Scores:
     false_negatives: int
 
 
-def exact_duplicates(sets: Sequence[set[str]], threshold: float) -> list[tuple[int | None, float]]:
-    """Per document: (index of its most similar earlier document with J >= t, J) or (None, 0)."""
+def exact_duplicates(
+    sets: Sequence[set[str]], threshold: float, measure: str = "jaccard"
+) -> list[tuple[int | None, float]]:
+    """Per document: (index of its most similar earlier document with similarity >= t, similarity) or (None, 0).
+
+    ``measure`` is ``"jaccard"`` or ``"cosine"``; candidates are every pair the
+    prefix filter gives at the Jaccard that the threshold implies.
+    """
+    prefix_threshold = threshold if measure == "jaccard" else threshold * threshold
     vocab: dict[str, int] = {}
     ids = [np.fromiter((vocab.setdefault(s, len(vocab)) for s in sh), np.int64, len(sh)) for sh in sets]
     frequency = np.bincount(np.concatenate(ids), minlength=len(vocab))
@@ -72,17 +88,17 @@ def exact_duplicates(sets: Sequence[set[str]], threshold: float) -> list[tuple[i
     truth: list[tuple[int | None, float]] = []
     for i, a in enumerate(ranked):
         n = a.size
-        prefix = a[: n - math.ceil(threshold * n - 1e-9) + 1].tolist()
+        prefix = a[: n - math.ceil(prefix_threshold * n - 1e-9) + 1].tolist()
         candidates = {j for r in prefix for j in postings[r]}
         best: tuple[int | None, float] = (None, 0.0)
         for j in sorted(candidates):
             m = ranked[j].size
-            if threshold * n > m or threshold * m > n:  # sizes alone rule J >= t out
+            if prefix_threshold * n > m or prefix_threshold * m > n:  # sizes alone rule it out
                 continue
             common = np.intersect1d(a, ranked[j], assume_unique=True).size
-            jaccard = common / (n + m - common)
-            if jaccard >= threshold and jaccard > best[1]:
-                best = (j, jaccard)
+            similarity = common / (n + m - common) if measure == "jaccard" else common / math.sqrt(n * m)
+            if similarity >= threshold and similarity > best[1]:
+                best = (j, similarity)
         truth.append(best)
         for r in prefix:
             postings[r].append(i)
@@ -100,7 +116,7 @@ def score(predicted: Sequence[bool], actual: Sequence[bool]) -> Scores:
 
 
 def detector_verdicts(config: DetectionConfig, ids: list[str], texts: list[str], batch: int) -> list[str | None]:
-    detector = Detector(config)
+    detector = make_detector(config)
     out: list[str | None] = []
     for start in range(0, len(ids), batch):
         verdicts = detector.process(ids[start : start + batch], texts[start : start + batch])
@@ -156,6 +172,12 @@ def evaluate(name: str, stream: Sequence[Document]) -> tuple[list[Row], list[str
         with stopwatch() as t:
             pointers = detector_verdicts(cfg, ids, texts, batch=1_000)
         runs.append(Run(label, pointers, t[0]))
+    seed_002 = []
+    for method, distance in SEED_002_RUNS:
+        with stopwatch() as t:
+            cfg = replace(config, method=method, max_hamming=distance)
+            pointers = detector_verdicts(cfg, ids, texts, batch=1_000)
+        seed_002.append(Run(f"{method} k={distance}", pointers, t[0]))
     with stopwatch() as t_ds:
         anchor = [v.duplicate_of for v in datasketch_stream(zip(ids, sets, strict=True), THRESHOLD, NUM_PERM)]
     ds = score([p is not None for p in anchor], actual)
@@ -178,11 +200,12 @@ def evaluate(name: str, stream: Sequence[Document]) -> tuple[list[Row], list[str
                     fmt=".4f",
                 )
             )
+    rows += seed_002_rows(name, seed_002, sets, actual, ds)
     curves = {run.name: detection_rates(best, np.array([p is not None for p in run.pointers])) for run in runs}
     curves["datasketch"] = detection_rates(best, np.array([p is not None for p in anchor]))
     notes = [
         f"{name}: {len(stream):,} docs, {sum(actual):,} true duplicates; seconds: brute force {t_truth[0]:.1f}, "
-        + ", ".join(f"{r.name} {r.seconds:.1f}" for r in runs)
+        + ", ".join(f"{r.name} {r.seconds:.1f}" for r in runs + seed_002)
         + f", datasketch {t_ds[0]:.1f}",
         f"{name}: detection rate by best earlier exact J (50% point: "
         + ", ".join(f"{label} {midpoint(curve):.3f}" for label, curve in curves.items())
@@ -192,6 +215,36 @@ def evaluate(name: str, stream: Sequence[Document]) -> tuple[list[Row], list[str
         shares = "  ".join(f"{label} {dict((b, r) for b, r, _ in curve)[low]:.3f}" for label, curve in curves.items())
         notes.append(f"    J >= {low:.2f} ({count:5,} docs): {shares}")
     return rows, notes
+
+
+#: (method, max_hamming) of the seed 002 rows.
+SEED_002_RUNS = (("simhash", 3), ("simhash", 10), ("combined", 10))
+
+
+def seed_002_rows(
+    name: str, runs: list[Run], sets: Sequence[set[str]], jaccard_truth: list[bool], ds: Scores
+) -> list[Row]:
+    """P/R/F1 of the SimHash and combined runs against Jaccard truth; SimHash F1 also against cosine truth."""
+    rows = []
+    cosine_truth: dict[int, list[bool]] = {}
+    for run in runs:
+        flagged = [p is not None for p in run.pointers]
+        ours = score(flagged, jaccard_truth)
+        for metric in ("precision", "recall", "f1"):
+            rows.append(
+                Row(
+                    f"{name}, {run.name}: {metric}", getattr(ours, metric), "datasketch", getattr(ds, metric), fmt=".4f"
+                )
+            )
+        if run.name.startswith("simhash"):
+            distance = int(run.name.split("k=")[1])
+            if distance not in cosine_truth:
+                cosine = math.cos(math.pi * distance / 64)
+                cosine_truth[distance] = [j is not None for j, _ in exact_duplicates(sets, cosine, "cosine")]
+            truth = cosine_truth[distance]
+            cosine = math.cos(math.pi * distance / 64)
+            rows.append(Row(f"{name}, {run.name}: f1 vs cosine >= {cosine:.3f}", score(flagged, truth).f1, fmt=".4f"))
+    return rows
 
 
 def main() -> None:
