@@ -164,6 +164,8 @@ def _read(
         isolation_level="read_committed",  # only records of committed transactions
         auto_offset_reset="earliest",
         enable_auto_commit=False,
+        # Watching a topic the worker has not created yet must not create it with the broker's defaults.
+        allow_auto_create_topics=False,
     )
     seen, last = 0, time.monotonic()
     try:

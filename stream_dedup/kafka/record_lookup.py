@@ -59,6 +59,7 @@ class RecordLookup:
             # the start; the offset check in fetch() then finds the gap.
             auto_offset_reset="earliest",
             max_poll_records=_RECORDS_PER_POLL,
+            allow_auto_create_topics=False,  # asking for a deleted topic must not create it again
         )
         self._cache: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
         self._cached_bytes = 0
@@ -94,7 +95,9 @@ class RecordLookup:
             if records:
                 self._remember(records)
                 return records[0] if records[0].offset == offset else self._missing(where, offset)
-            if offset >= self._consumer.end_offsets([where])[where]:
+            # Nothing fetched: past the end, or the offset held a transaction marker, which moves the
+            # position on without a record.
+            if self._consumer.position(where) > offset or offset >= self._consumer.end_offsets([where])[where]:
                 return self._missing(where, offset)
         return RecordGone(f"not fetched from {topic} partition {partition} within {self._timeout:g} s")
 
@@ -106,7 +109,7 @@ class RecordLookup:
             return RecordGone(f"deleted by the topic's retention ({name} now starts at offset {start})")
         end = self._consumer.end_offsets([where])[where]
         if offset >= end:
-            return RecordGone(f"{name} ends before offset {offset} (its last committed offset is {end - 1})")
+            return RecordGone(f"{name} has no offset {offset} yet (it ends at offset {end})")
         return RecordGone(f"no committed record at offset {offset} of {name}")
 
     def _remember(self, records: list[Any]) -> None:
