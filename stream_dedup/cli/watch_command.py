@@ -31,6 +31,7 @@ from stream_dedup.cli.verdict_lines import record_line, texts_lines
 from stream_dedup.cli.verdict_texts import VerdictTexts
 from stream_dedup.cli.watch_summary import WatchSummary, render_summary
 from stream_dedup.cli.watched_records import VerdictRecord, WatchedRecord, watched_record
+from stream_dedup.errors import StreamDedupError
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
 from stream_dedup.kafka.record_lookup import RecordLookup
 from stream_dedup.worker.settings import WorkerSettings
@@ -159,16 +160,15 @@ def _read(
     args: argparse.Namespace, topics: list[str], options: dict[str, Any], summary: WatchSummary, printer: _Printer
 ) -> None:
     consumer = KafkaConsumer(
-        *topics,
         **options,
         isolation_level="read_committed",  # only records of committed transactions
         auto_offset_reset="earliest",
         enable_auto_commit=False,
-        # Watching a topic the worker has not created yet must not create it with the broker's defaults.
-        allow_auto_create_topics=False,
     )
-    seen, last = 0, time.monotonic()
     try:
+        _wait_for_topics(consumer, topics, args.idle_seconds)
+        consumer.subscribe(topics)
+        seen, last = 0, time.monotonic()
         while args.count is None or seen < args.count:
             records = [r for batch in consumer.poll(timeout_ms=500).values() for r in batch]
             if args.count is not None:
@@ -186,6 +186,24 @@ def _read(
         pass
     finally:
         consumer.close()
+
+
+def _wait_for_topics(consumer: KafkaConsumer, topics: list[str], seconds: float) -> None:
+    """Return once every topic exists; raise if one is still missing after ``seconds``.
+
+    Subscribing to a missing topic would create it with the broker's defaults
+    (kafka-python 3.0 asks for subscribed topics by name with auto-creation
+    on, whatever ``allow_auto_create_topics`` says), before the worker creates
+    it with its own partitions. Listing every topic creates none.
+    """
+    deadline = time.monotonic() + seconds
+    while missing := sorted(set(topics) - consumer.topics()):
+        if time.monotonic() > deadline:
+            raise StreamDedupError(
+                f"topic {', '.join(missing)} does not exist (waited {seconds:g} s): is the worker running, "
+                "and are --topic and the output_topic, dead_letter_topic settings the stage's?"
+            )
+        time.sleep(0.5)
 
 
 def _next_steps(settings: WorkerSettings) -> list[str]:

@@ -59,7 +59,6 @@ class RecordLookup:
             # the start; the offset check in fetch() then finds the gap.
             auto_offset_reset="earliest",
             max_poll_records=_RECORDS_PER_POLL,
-            allow_auto_create_topics=False,  # asking for a deleted topic must not create it again
         )
         self._cache: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
         self._cached_bytes = 0
@@ -81,10 +80,12 @@ class RecordLookup:
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
-        partitions = self._consumer.partitions_for_topic(topic)
-        if not partitions:
+        # Every topic's metadata, fresh: asking for one topic by name (as the
+        # consumer does for an assigned topic it finds missing) may create it
+        # again, with the broker's defaults, once it has been deleted.
+        if topic not in self._consumer.topics():
             return RecordGone(f"topic {topic} does not exist (any more)")
-        if partition not in partitions:
+        if partition not in self._consumer.partitions_for_topic(topic):
             return RecordGone(f"topic {topic} has no partition {partition}")
         where = TopicPartition(topic, partition)
         self._consumer.assign([where])

@@ -174,3 +174,16 @@ def test_watching_the_dead_letter_topic_shows_each_reason(
     shown = sorted(re.sub(r": .*", "", line) for line in lines)
     assert shown == sorted(f"dead letter  {reason}" for reason in [*BAD_RECORDS.values(), "missing_text"])
     assert all(re.search(r"  from 0:\d+$", line) for line in lines)
+
+
+def test_watching_a_topic_that_does_not_exist_says_so_and_creates_nothing(
+    stage: Stage, environment: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = f"{stage.output_topic}-missing"
+    assert main(["watch", "--topic", missing, "--idle-seconds", "2", "--count", "1"]) == 1
+    assert f"stream-dedup: topic {missing} does not exist (waited 2 s)" in capsys.readouterr().err
+    admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
+    try:
+        assert missing not in admin.list_topics()
+    finally:
+        admin.close()
