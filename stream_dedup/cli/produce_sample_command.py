@@ -36,7 +36,11 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--topic", help="topic to send to (default: the input_topic setting, documents)")
     parser.add_argument("--partitions", type=int, default=3, help="partitions if the topic must be created")
-    parser.add_argument("--count", type=int, help="documents to send (default: the corpus once; more cycles it)")
+    parser.add_argument(
+        "--count",
+        type=int,
+        help="documents to send (default: the corpus once; more cycles it; 0 only creates the topic)",
+    )
     parser.add_argument("--rate", type=float, default=0.0, help="documents per second (default: as fast as possible)")
     add_connection_options(parser)
     parser.set_defaults(run=produce_sample)
@@ -53,9 +57,12 @@ def produce_sample(args: argparse.Namespace) -> int:
     connection = settings.connection("stream-dedup-sample")
     # Before any client, as for run: a wrong address or password is one line, exit 3 or 4.
     check_bootstrap_servers(connection)
-    ensure_topics(connection, [TopicSpec(topic, args.partitions)])
+    partitions = ensure_topics(connection, [TopicSpec(topic, args.partitions)])[topic]
     documents = sample_documents()
     count = args.count if args.count is not None else len(documents)
+    if count == 0:
+        print(f"topic {topic} is there ({partitions} partitions)", file=sys.stderr)
+        return 0
     producer = KafkaProducer(**connection.options(), linger_ms=5)
     started = time.monotonic()
     for sent, (cycle, document) in enumerate(itertools.islice(_cycled(documents), count)):
