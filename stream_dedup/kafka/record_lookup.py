@@ -17,6 +17,7 @@ from collections import OrderedDict
 from typing import Any, NamedTuple
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
 
@@ -75,11 +76,22 @@ class RecordLookup:
         self._consumer.close()
 
     def fetch(self, topic: str, partition: int, offset: int) -> Any:
-        """The committed record at ``offset`` (kafka-python's ``ConsumerRecord``), or :class:`RecordGone`."""
+        """The committed record at ``offset`` (kafka-python's ``ConsumerRecord``), or :class:`RecordGone`.
+
+        Never raises for one record: a Kafka error while fetching it (a
+        timeout, an ACL) is its answer too, so that showing one record never
+        stops the reader showing the next.
+        """
         key = (topic, partition, offset)
         if key in self._cache:
             self._cache.move_to_end(key)
             return self._cache[key]
+        try:
+            return self._fetch(topic, partition, offset)
+        except KafkaError as error:
+            return RecordGone(f"could not be fetched ({type(error).__name__}: {error})")
+
+    def _fetch(self, topic: str, partition: int, offset: int) -> Any:
         # Every topic's metadata, fresh: asking for one topic by name (as the
         # consumer does for an assigned topic it finds missing) may create it
         # again, with the broker's defaults, once it has been deleted.

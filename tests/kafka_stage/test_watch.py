@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import KafkaTimeoutError
 
 from stream_dedup.cli.main import main
 from stream_dedup.cli.produce_sample_command import sample_documents
@@ -100,7 +101,7 @@ def test_texts_show_a_duplicate_beside_its_match_and_say_when_the_match_is_gone(
     assert len(lines) == len(DOCUMENTS) + 2 * 2
 
 
-def test_fetched_records_are_kept_and_missing_ones_are_answered(stage: Stage) -> None:
+def test_fetched_records_are_kept_and_missing_ones_are_answered(stage: Stage, monkeypatch: pytest.MonkeyPatch) -> None:
     produce(stage.bootstrap, stage.input_topic, [(b"k", b"first", 0), (b"k", b"second", 0)])
     admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
     with RecordLookup(KafkaConnection(stage.bootstrap), timeout_seconds=20) as lookup:
@@ -125,6 +126,13 @@ def test_fetched_records_are_kept_and_missing_ones_are_answered(stage: Stage) ->
         assert fresh.fetch(stage.input_topic, 0, 0) == RecordGone(
             f"deleted by the topic's retention ({stage.input_topic} partition 0 now starts at offset 1)"
         )
+
+        def time_out() -> set[str]:
+            raise KafkaTimeoutError("no metadata within 60 s")
+
+        monkeypatch.setattr(fresh._consumer, "topics", time_out)
+        answer = fresh.fetch(stage.input_topic, 0, 50)  # not fetched before
+        assert isinstance(answer, RecordGone) and answer.why.startswith("could not be fetched (KafkaTimeoutError")
 
 
 def test_the_summary_adds_up_to_the_verdicts_read_directly(
