@@ -1,5 +1,6 @@
 """What ``watch`` prints for each record: a readable line per verdict, dead letters, anything else raw."""
 
+import json
 import re
 
 from hypothesis import given
@@ -19,6 +20,12 @@ from stream_dedup.kafka.messages import ERROR_HEADER, REASON_HEADER, SOURCE_HEAD
 from .consumed import T0, consumed, verdict_value
 
 PLAIN, COLOUR = Style(colour=False), Style(colour=True)
+
+
+def _json_bytes(value: object) -> bytes:
+    return json.dumps(value).encode()  # ensure_ascii: lone surrogates travel as escapes
+
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -157,3 +164,32 @@ def test_every_marked_passage_occurs_in_both_texts(a_words: list[str], b_words: 
     assert sorted(marked[0]) == sorted(marked[1])
     for passage in marked[0]:
         assert passage in a and passage in b
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+_VERDICT_LIKE = st.fixed_dictionaries(
+    {"verdict": st.sampled_from(["unique", "duplicate", "maybe"])},
+    optional={
+        "id": _JSON,
+        "duplicate_of": _JSON,
+        "similarity": _JSON,
+        "source": st.dictionaries(st.sampled_from(["topic", "partition", "offset", "timestamp"]), _JSON),
+        "match_source": _JSON,
+    },
+)
+
+
+@given(
+    st.one_of(st.none(), st.binary(max_size=200), _JSON.map(_json_bytes), _VERDICT_LIKE.map(_json_bytes)),
+    st.lists(st.tuples(st.sampled_from([REASON_HEADER, ERROR_HEADER, *SOURCE_HEADERS, "x"]), st.binary(max_size=20))),
+)
+def test_any_record_becomes_one_safe_line(value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
+    record = watched_record(consumed(value, headers))
+    line = record_line(record, PLAIN)
+    line.encode("utf-8")
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E for c in line)
+    assert _ANSI.sub("", record_line(record, COLOUR)) == line
