@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: set up .venv, start a local Kafka broker (Apache's
 # jars, KRaft, 127.0.0.1), run the worker, feed it the bundled sample corpus (rental
-# listings with re-posted near-copies), and show the verdicts as they are committed.
-# Everything is stopped at the end; the broker's data stays in .cache/demo.
+# listings with re-posted near-copies), show the first duplicates as they are committed,
+# then a summary: documents, duplicates, dead letters, throughput, latency, example pairs
+# side by side, and where to look next. On a terminal the worker then keeps running until
+# Enter, so that its status page and metrics can be looked at; everything is stopped at
+# the end. The broker's data stays in .cache/demo.
 #   DEMO_PORT (default 9092) broker port, DEMO_METRICS_PORT (default 9400) metrics port.
+#   Extra arguments go to `stream-dedup run` (e.g. --threshold 0.9).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PORT=${DEMO_PORT:-9092}
 METRICS_PORT=${DEMO_METRICS_PORT:-9400}
-BOOTSTRAP="127.0.0.1:$PORT"
 DEMO=.cache/demo
+# Settings every stream-dedup command below takes (run, produce-sample and watch alike).
+export STREAM_DEDUP_BOOTSTRAP_SERVERS="127.0.0.1:$PORT" STREAM_DEDUP_METRICS_PORT="$METRICS_PORT"
 
 scripts/setup.sh test
 scripts/kafka/broker.sh fetch
@@ -25,29 +30,24 @@ cleanup() {
     scripts/kafka/broker.sh stop --data "$DEMO/kafka" >/dev/null
 }
 trap cleanup EXIT
-echo "Kafka broker on $BOOTSTRAP (data in $DEMO/kafka)"
+echo "Kafka broker on $STREAM_DEDUP_BOOTSTRAP_SERVERS (data in $DEMO/kafka)"
 
-# The topics: documents in (3 partitions), verdicts and dead letters out. The worker
-# creates its changelog topic itself.
-.venv/bin/stream-dedup produce-sample --bootstrap-servers "$BOOTSTRAP" --topic documents --count 0
+# The input topic with 3 partitions; the worker creates the verdict, dead-letter and changelog topics.
+.venv/bin/stream-dedup produce-sample --topic documents --count 0
 
-.venv/bin/stream-dedup run --bootstrap-servers "$BOOTSTRAP" --snapshot-dir "$DEMO/snapshots" \
-    --metrics-port "$METRICS_PORT" --log-format json --instance-id demo "$@" >"$DEMO/worker.log" 2>&1 &
+.venv/bin/stream-dedup run --snapshot-dir "$DEMO/snapshots" --log-format json --instance-id demo "$@" \
+    >"$DEMO/worker.log" 2>&1 &
 worker_pid=$!
 echo "worker started (pid $worker_pid, log $DEMO/worker.log)"
-echo "metrics: http://127.0.0.1:$METRICS_PORT/metrics  health: /healthz  readiness: /readyz"
 
-.venv/bin/stream-dedup produce-sample --bootstrap-servers "$BOOTSTRAP" --topic documents --count 600 --rate 200 &
-echo "feeding 600 sample listings at 200/s; verdicts as they are committed:"
-.venv/bin/stream-dedup watch --bootstrap-servers "$BOOTSTRAP" --topic verdicts --count 600 --idle-seconds 30
+.venv/bin/stream-dedup produce-sample --topic documents --count 600 --rate 200 2>>"$DEMO/producer.log" &
+echo "feeding 600 sample listings at 200/s; the first duplicates as they are committed:"
+echo
+.venv/bin/stream-dedup watch --format text --duplicates-only --max-lines 10 --dead-letters --summary \
+    --count 600 --idle-seconds 30
 wait %2 2>/dev/null || true
 
-echo
-echo "a few metrics from http://127.0.0.1:$METRICS_PORT/metrics:"
-.venv/bin/python - "$METRICS_PORT" <<'PY'
-import sys, urllib.request
-text = urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics", timeout=5).read().decode()
-wanted = ("stream_dedup_documents_total{", "stream_dedup_indexed_documents ", "stream_dedup_role{",
-          "stream_dedup_transactions_total{")
-print("\n".join(line for line in text.splitlines() if line.startswith(wanted)))
-PY
+if [[ -t 0 && -t 1 ]]; then
+    echo
+    read -r -p "The worker keeps running, so the links above work. Press Enter to stop everything. " _ || true
+fi

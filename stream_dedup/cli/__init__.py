@@ -1,5 +1,5 @@
 """The ``stream-dedup`` command.
 
 ``run`` is the Kafka stage; ``dedup`` and ``params`` work offline; ``produce-sample``
-and ``watch`` feed and read topics for the demo.
+feeds a topic with the sample corpus and ``watch`` shows what the stage decides.
 """

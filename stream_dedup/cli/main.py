@@ -5,7 +5,13 @@ import sys
 from collections.abc import Sequence
 
 from stream_dedup import __version__
-from stream_dedup.cli import dedup_command, params_command, run_command, sample_commands
+from stream_dedup.cli import (
+    dedup_command,
+    params_command,
+    produce_sample_command,
+    run_command,
+    watch_command,
+)
 from stream_dedup.errors import ConfigError, KafkaStartupError, StreamDedupError
 
 
@@ -16,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     dedup_command.add_parser(subparsers)
     params_command.add_parser(subparsers)
     run_command.add_parser(subparsers)
-    sample_commands.add_parsers(subparsers)
+    produce_sample_command.add_parser(subparsers)
+    watch_command.add_parser(subparsers)
     return parser
 
 

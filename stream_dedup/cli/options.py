@@ -1,9 +1,48 @@
-"""Detection flags shared by the commands, and the configuration built from them."""
+"""Flags shared by the commands: settings flags built from the settings' own definitions, and detection flags.
+
+Every setting of :class:`~stream_dedup.worker.settings.WorkerSettings` is
+defined once, with its help text; the flags of ``run``, ``watch`` and
+``produce-sample`` are made from those definitions, so the three commands
+cannot drift apart on how they connect to Kafka.
+"""
 
 import argparse
-from dataclasses import fields
+from collections.abc import Iterable
+from dataclasses import MISSING, Field, fields
+from typing import Any
 
+from stream_dedup.cli.settings_sources import CONFIG_VARIABLE
 from stream_dedup.config import DetectionConfig
+from stream_dedup.worker.settings import ConnectionSettings
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """``--config`` and a flag per connection setting: what every command that talks to Kafka takes.
+
+    The flags have no defaults (a flag not given must not hide the
+    environment and the file); :func:`~stream_dedup.cli.settings_sources.resolve_settings`
+    layers them.
+    """
+    parser.add_argument("--config", help=f"TOML file of settings (or {CONFIG_VARIABLE})")
+    add_setting_flags(parser, "kafka connection", fields(ConnectionSettings))
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, title: str, settings: Iterable[Field[Any]]) -> None:
+    """A flag per setting (``batch_size`` -> ``--batch-size``), its help and default from the setting's field."""
+    group = parser.add_argument_group(title)
+    for setting in settings:
+        group.add_argument(
+            f"--{setting.name.replace('_', '-')}",
+            dest=setting.name,
+            metavar=setting.name.upper(),
+            help=setting.metadata["help"] + _shown_default(setting),
+        )
+
+
+def _shown_default(setting: Field[Any]) -> str:
+    """`` (default X)``, or nothing for a default computed at start-up (its help says how)."""
+    computed = setting.default is MISSING or setting.default == ""
+    return "" if computed else f" (default {setting.default})"
 
 
 def add_detection_options(parser: argparse.ArgumentParser) -> None:

@@ -3,20 +3,20 @@
 import argparse
 import logging
 import os
-from dataclasses import MISSING, Field, fields
+from dataclasses import fields
 from typing import Any
 
 from kafka.errors import AuthorizationError
 
 from stream_dedup import __version__
-from stream_dedup.cli.options import add_detection_options
-from stream_dedup.cli.settings_sources import CONFIG_VARIABLE, resolve_settings
+from stream_dedup.cli.options import add_connection_options, add_detection_options, add_setting_flags
+from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import BrokersRejectedError
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
 from stream_dedup.ops.runtime import observed_worker
 from stream_dedup.worker.loop import Worker
-from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.settings import ConnectionSettings, WorkerSettings
 from stream_dedup.worker.stop_signals import install_stop_signals
 
 log = logging.getLogger("stream_dedup.run")
@@ -32,25 +32,12 @@ def add_parser(subparsers: Any) -> None:
             "file given by --config; flags win over variables, variables over the file."
         ),
     )
-    parser.add_argument("--config", help=f"TOML file of settings (or {CONFIG_VARIABLE})")
-    stage = parser.add_argument_group("kafka stage")
-    for setting in fields(WorkerSettings):
-        if setting.name != "detection":
-            stage.add_argument(
-                f"--{setting.name.replace('_', '-')}",
-                dest=setting.name,
-                metavar=setting.name.upper(),
-                help=setting.metadata["help"] + _shown_default(setting),
-            )
+    add_connection_options(parser)
+    shared = {setting.name for setting in fields(ConnectionSettings)} | {"detection"}
+    add_setting_flags(parser, "kafka stage", [s for s in fields(WorkerSettings) if s.name not in shared])
     add_detection_options(parser)
     # Flags not given must not hide the environment and the file: no defaults here.
     parser.set_defaults(**{setting.name: None for setting in fields(DetectionConfig)}, run=run)
-
-
-def _shown_default(setting: Field[Any]) -> str:
-    """`` (default X)``, or nothing for a default computed at start-up (its help says how)."""
-    computed = setting.default is MISSING or setting.default == ""
-    return "" if computed else f" (default {setting.default})"
 
 
 def run(args: argparse.Namespace) -> int:

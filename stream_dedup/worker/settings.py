@@ -8,6 +8,7 @@ business (:mod:`stream_dedup.cli.settings_sources`).
 
 import re
 import socket
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
@@ -39,10 +40,15 @@ def _computed_setting(compute: Callable[[], _T], help: str) -> _T:
 
 
 @dataclass(frozen=True)
-class WorkerSettings:
-    """Everything ``stream-dedup run`` needs besides the detection settings."""
+class ConnectionSettings:
+    """How a command reaches and authenticates to the brokers.
 
-    detection: DetectionConfig = field(default_factory=DetectionConfig)
+    One definition for every command that talks to Kafka: ``run`` (whose
+    :class:`WorkerSettings` extends this), ``watch`` and ``produce-sample``
+    take these settings from the same flags, variables and file keys, so a
+    secured cluster works with all of them.
+    """
+
     bootstrap_servers: str = _setting("127.0.0.1:9092", "Kafka brokers, comma-separated host:port")
     security_protocol: SecurityProtocol = _setting("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
     sasl_mechanism: str | None = _setting(None, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, ...")
@@ -52,6 +58,39 @@ class WorkerSettings:
     ssl_certfile: str | None = _setting(None, "client certificate (mutual TLS)")
     ssl_keyfile: str | None = _setting(None, "client private key (mutual TLS)")
     ssl_password: str | None = _setting(None, "password of the client key", secret=True)
+
+    def __post_init__(self) -> None:
+        if not self.bootstrap_servers.strip():
+            raise ConfigError("bootstrap_servers", "must name at least one host:port")
+        protocols = typing.get_args(SecurityProtocol)
+        if self.security_protocol not in protocols:
+            raise ConfigError(
+                "security_protocol", f"must be one of {', '.join(protocols)}; got {self.security_protocol!r}"
+            )
+        if self.security_protocol.startswith("SASL") and not self.sasl_mechanism:
+            raise ConfigError("sasl_mechanism", f"is required with security_protocol={self.security_protocol}")
+
+    def connection(self, client_id: str | None = None) -> KafkaConnection:
+        """The clients' options; ``client_id`` names the command in the brokers' logs and quotas."""
+        return KafkaConnection(
+            bootstrap_servers=self.bootstrap_servers,
+            security_protocol=self.security_protocol,
+            sasl_mechanism=self.sasl_mechanism,
+            sasl_plain_username=self.sasl_username,
+            sasl_plain_password=self.sasl_password,
+            ssl_cafile=self.ssl_cafile,
+            ssl_certfile=self.ssl_certfile,
+            ssl_keyfile=self.ssl_keyfile,
+            ssl_password=self.ssl_password,
+            client_id=client_id or "stream-dedup",
+        )
+
+
+@dataclass(frozen=True)
+class WorkerSettings(ConnectionSettings):
+    """Everything ``stream-dedup run`` needs: the connection, the detection settings and the stage's own."""
+
+    detection: DetectionConfig = field(default_factory=DetectionConfig)
     input_topic: str = _setting("documents", "topic the documents are read from")
     output_topic: str = _setting("verdicts", "topic one verdict per document is published to")
     dead_letter_topic: str = _setting(
@@ -97,6 +136,7 @@ class WorkerSettings:
     log_format: LogFormat = _setting("auto", "json, text, or auto (text on a terminal, else json)")
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not self.changelog_topic:
             object.__setattr__(self, "changelog_topic", f"{self.group_id}.changelog")
         self._check_names()
@@ -104,8 +144,6 @@ class WorkerSettings:
         self._check_choices()
 
     def _check_names(self) -> None:
-        if not self.bootstrap_servers.strip():
-            raise ConfigError("bootstrap_servers", "must name at least one host:port")
         for name in ("input_topic", "output_topic", "dead_letter_topic", "changelog_topic", "unique_topic", "group_id"):
             value = getattr(self, name)
             if value is not None and not _KAFKA_NAME.match(value):
@@ -156,7 +194,6 @@ class WorkerSettings:
 
     def _check_choices(self) -> None:
         choices: dict[str, tuple[str, ...]] = {
-            "security_protocol": ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"),
             "input_format": ("json", "text"),
             "log_format": ("auto", "json", "text"),
             "log_level": ("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -164,27 +201,15 @@ class WorkerSettings:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
-        if self.security_protocol.startswith("SASL") and not self.sasl_mechanism:
-            raise ConfigError("sasl_mechanism", f"is required with security_protocol={self.security_protocol}")
 
     @property
     def transactional_id(self) -> str:
         """Stable per replica, so a restarted replica fences its former self and aborts its open transaction."""
         return f"{self.group_id}-{self.instance_id}"
 
-    def connection(self) -> KafkaConnection:
-        return KafkaConnection(
-            bootstrap_servers=self.bootstrap_servers,
-            security_protocol=self.security_protocol,
-            sasl_mechanism=self.sasl_mechanism,
-            sasl_plain_username=self.sasl_username,
-            sasl_plain_password=self.sasl_password,
-            ssl_cafile=self.ssl_cafile,
-            ssl_certfile=self.ssl_certfile,
-            ssl_keyfile=self.ssl_keyfile,
-            ssl_password=self.ssl_password,
-            client_id=f"stream-dedup-{self.instance_id}",
-        )
+    def connection(self, client_id: str | None = None) -> KafkaConnection:
+        """The stage's clients are named after the replica (``stream-dedup-INSTANCE_ID``)."""
+        return super().connection(client_id or f"stream-dedup-{self.instance_id}")
 
     def input_reading(self) -> InputReading:
         return InputReading(

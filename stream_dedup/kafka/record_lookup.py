@@ -1,0 +1,140 @@
+"""Fetching input records again by their coordinates, to show a verdict's document beside its match.
+
+A verdict says where its document and its match were read (``source`` and
+``match_source``, see docs/verdicts.md). :class:`RecordLookup` fetches them
+with a consumer of its own: no group (it commits nothing and takes no
+partition from the stage), one partition assigned and sought at a time, and
+``read_committed`` (the records the stage itself could read). What a fetch
+brings back is kept, up to a byte budget: a match is often matched again,
+and the records after a document are the next verdicts' documents.
+
+A record may be gone, deleted by its topic's retention or with its topic.
+That is an answer (:class:`RecordGone`, saying why), not an error.
+"""
+
+import time
+from collections import OrderedDict
+from typing import Any, NamedTuple
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
+
+from stream_dedup.kafka.clients import KafkaConnection
+
+#: Bytes of fetched records kept (keys and values); the least recently used go first.
+DEFAULT_CACHE_BYTES = 32 << 20
+#: Longest wait for one record before giving up on it.
+DEFAULT_TIMEOUT_SECONDS = 10.0
+#: Records one poll may return: the one asked for and the ones after it.
+_RECORDS_PER_POLL = 200
+_POLL_MS = 500
+
+
+class RecordGone(NamedTuple):
+    """The record cannot be fetched; ``why`` says so in a sentence."""
+
+    why: str
+
+
+class RecordLookup:
+    """Fetch committed records by topic, partition and offset, remembering what was fetched.
+
+    Example (``connection`` a :class:`~stream_dedup.kafka.clients.KafkaConnection`)::
+
+        with RecordLookup(connection) as lookup:
+            found = lookup.fetch("documents", 1, 12)  # a ConsumerRecord, or RecordGone(why)
+    """
+
+    def __init__(
+        self,
+        connection: KafkaConnection,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+    ) -> None:
+        self._consumer = KafkaConsumer(
+            **connection.options(),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            # Seeking below the partition's start (records deleted) moves to
+            # the start; the offset check in fetch() then finds the gap.
+            auto_offset_reset="earliest",
+            max_poll_records=_RECORDS_PER_POLL,
+        )
+        self._cache: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
+        self._cached_bytes = 0
+        self._cache_bytes = cache_bytes
+        self._timeout = timeout_seconds
+
+    def __enter__(self) -> "RecordLookup":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._consumer.close()
+
+    def fetch(self, topic: str, partition: int, offset: int) -> Any:
+        """The committed record at ``offset`` (kafka-python's ``ConsumerRecord``), or :class:`RecordGone`.
+
+        Never raises for one record: a Kafka error while fetching it (a
+        timeout, an ACL) is its answer too, so that showing one record never
+        stops the reader showing the next.
+        """
+        key = (topic, partition, offset)
+        if key in self._cache:
+            self._cache.move_to_end(key)
+            return self._cache[key]
+        try:
+            return self._fetch(topic, partition, offset)
+        except KafkaError as error:
+            return RecordGone(f"could not be fetched ({type(error).__name__}: {error})")
+
+    def _fetch(self, topic: str, partition: int, offset: int) -> Any:
+        # Every topic's metadata, fresh: asking for one topic by name (as the
+        # consumer does for an assigned topic it finds missing) may create it
+        # again, with the broker's defaults, once it has been deleted.
+        if topic not in self._consumer.topics():
+            return RecordGone(f"topic {topic} does not exist (any more)")
+        if partition not in self._consumer.partitions_for_topic(topic):
+            return RecordGone(f"topic {topic} has no partition {partition}")
+        where = TopicPartition(topic, partition)
+        self._consumer.assign([where])
+        self._consumer.seek(where, offset)
+        deadline = time.monotonic() + self._timeout
+        while time.monotonic() < deadline:
+            records = self._consumer.poll(timeout_ms=_POLL_MS).get(where, [])
+            if records:
+                self._remember(records)
+                return records[0] if records[0].offset == offset else self._missing(where, offset)
+            # Nothing fetched: past the end, or the offset held a transaction marker, which moves the
+            # position on without a record.
+            if self._consumer.position(where) > offset or offset >= self._consumer.end_offsets([where])[where]:
+                return self._missing(where, offset)
+        return RecordGone(f"not fetched from {topic} partition {partition} within {self._timeout:g} s")
+
+    def _missing(self, where: TopicPartition, offset: int) -> RecordGone:
+        """Why no record is at ``offset``: deleted, not written yet, or not a committed record."""
+        start = self._consumer.beginning_offsets([where])[where]
+        name = f"{where.topic} partition {where.partition}"
+        if offset < start:
+            return RecordGone(f"deleted by the topic's retention ({name} now starts at offset {start})")
+        end = self._consumer.end_offsets([where])[where]
+        if offset >= end:
+            return RecordGone(f"{name} has no offset {offset} yet (it ends at offset {end})")
+        return RecordGone(f"no committed record at offset {offset} of {name}")
+
+    def _remember(self, records: list[Any]) -> None:
+        for record in records:
+            key = (record.topic, record.partition, record.offset)
+            if key not in self._cache:
+                self._cache[key] = record
+                self._cached_bytes += _size(record)
+        while self._cached_bytes > self._cache_bytes and len(self._cache) > 1:
+            _, dropped = self._cache.popitem(last=False)
+            self._cached_bytes -= _size(dropped)
+
+
+def _size(record: Any) -> int:
+    return len(record.value or b"") + len(record.key or b"")
