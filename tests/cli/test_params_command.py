@@ -146,7 +146,7 @@ def test_sample_reports_precision_and_recall_of_planted_near_duplicates(tmp_path
     assert tail == [
         "sample sample.jsonl: 38 documents",
         "  pairs with exact J >= 0.8: 8",
-        "  pairs flagged (candidate and estimate >= 0.8): 8",
+        "  pairs flagged by method minhash: 8",
         "  precision 1.0000, recall 1.0000",
     ]
 
@@ -160,7 +160,16 @@ def test_sample_limit_caps_the_documents_measured(capsys: pytest.CaptureFixture[
     assert code == 0
     assert out.splitlines()[-3:] == [
         "  pairs with exact J >= 0.8: 0",
-        "  pairs flagged (candidate and estimate >= 0.8): 0",
+        "  pairs flagged by method minhash: 0",
         "  precision 1.0000, recall 1.0000",
     ]
     assert f"sample {tmp_path / 'sample.jsonl'}: 30 documents" in out
+
+
+def test_simhash_shows_the_hamming_tables_and_the_probes_per_query(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["params", "--method", "simhash", "--max-hamming", "3", "--max-documents", "4000000"]) == 0
+    out = capsys.readouterr().out
+    assert "Hamming index: 4 tables, levels [4], key bits [16, 16, 16, 16]" in out
+    # 4 tables x 4,000,000 / 2**16 documents share a query's key, on average.
+    assert "expected fingerprints probed per query at 4,000,000 documents (max_documents): 244.1" in out
+    assert "bands (b)" not in out  # no banding: simhash has none
