@@ -58,6 +58,7 @@ class WorkerMetrics:
             [
                 "version",
                 "fingerprint",
+                "method",
                 "threshold",
                 "num_perm",
                 "sketch_bits",
@@ -67,6 +68,7 @@ class WorkerMetrics:
                 "shingle_unit",
                 "shingle_size",
                 "verification",
+                "max_hamming",
             ],
             registry=r,
         )
@@ -186,6 +188,7 @@ class WorkerMetrics:
         self.build_info.labels(
             version=version,
             fingerprint=config.fingerprint(),
+            method=config.method,
             threshold=str(config.threshold),
             num_perm=str(config.num_perm),
             sketch_bits=str(config.sketch_bits),
@@ -195,6 +198,7 @@ class WorkerMetrics:
             shingle_unit=config.shingle_unit,
             shingle_size=str(config.shingle_size),
             verification=config.verification,
+            max_hamming=str(config.max_hamming),
         ).set(1)
 
     def set_role(self, role: Role) -> None:

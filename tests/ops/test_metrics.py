@@ -15,8 +15,8 @@ from stream_dedup.ops.metrics import DEAD_LETTER_REASONS, ROLES, WorkerMetrics, 
 # attribute, exposed name, type, label names: the contract with the dashboard and alert rules.
 CONTRACT = [
     ("build_info", "stream_dedup_build_info", "gauge",
-     ("version", "fingerprint", "threshold", "num_perm", "sketch_bits", "bands", "rows_per_band", "scheme",
-      "shingle_unit", "shingle_size", "verification")),
+     ("version", "fingerprint", "method", "threshold", "num_perm", "sketch_bits", "bands", "rows_per_band", "scheme",
+      "shingle_unit", "shingle_size", "verification", "max_hamming")),
     ("role", "stream_dedup_role", "gauge", ("role",)),
     ("documents", "stream_dedup_documents_total", "counter", ("verdict",)),
     ("dead_letters", "stream_dedup_dead_letters_total", "counter", ("reason",)),
@@ -127,6 +127,7 @@ def test_build_info_labels_are_the_detection_parameters() -> None:
     labels = {
         "version": "1.2.3",
         "fingerprint": config.fingerprint(),
+        "method": "minhash",
         "threshold": "0.7",
         "num_perm": "64",
         "sketch_bits": "1024",
@@ -136,6 +137,7 @@ def test_build_info_labels_are_the_detection_parameters() -> None:
         "shingle_unit": "word",
         "shingle_size": "3",
         "verification": "exact",
+        "max_hamming": "3",
     }
     assert sample(metrics, "stream_dedup_build_info", **labels) == 1.0
 
