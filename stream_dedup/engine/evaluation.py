@@ -67,10 +67,13 @@ def similar_pairs(sets: list[npt.NDArray[np.uint64]], threshold: float) -> dict[
         for token in prefix.tolist():
             candidates.setdefault(token, []).append(doc)
     found: dict[tuple[int, int], float] = {}
+    # Pairs sharing several prefix tokens meet once per token: each is measured once.
+    measured: Pairs = set()
     for docs in candidates.values():
         for a, i in enumerate(docs):
             for j in docs[a + 1 :]:
-                if (i, j) not in found:
+                if (i, j) not in measured:
+                    measured.add((i, j))
                     similarity = jaccard(sets[i], sets[j])
                     if similarity >= threshold:
                         found[(i, j)] = similarity
