@@ -39,7 +39,7 @@ class Axis:
 
 @dataclass(frozen=True)
 class Series:
-    """Points ``(x, y)`` drawn as a line, as dots, or both; the label goes in the legend."""
+    """Points ``(x, y)`` drawn as a line (of one point: a dot), as dots, or both; the label goes in the legend."""
 
     label: str
     points: Sequence[tuple[float, float]]
@@ -206,7 +206,8 @@ def _series_shapes(frame: _Frame, series: Series, colour: str) -> str:
     if "line" in series.style and len(points) > 1:
         path = " ".join(f"{a:.1f},{b:.1f}" for a, b in points)
         shapes.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
-    if "dots" in series.style:
+    # A line through one point would not show: it is drawn as a dot.
+    if "dots" in series.style or len(points) == 1:
         shapes += [f'<circle cx="{a:.1f}" cy="{b:.1f}" r="3.5" fill="{colour}"/>' for a, b in points]
     return "".join(shapes) + "</g>"
 

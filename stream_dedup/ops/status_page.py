@@ -157,7 +157,7 @@ def _charts(samples: Sequence[Sample], now: float) -> str:
                 line_chart(
                     [Series("documents judged per second", throughput)],
                     minutes,
-                    Axis("documents/s", 0.0, max(top * 1.1, 1.0), ",.0f"),
+                    Axis("documents/s", 0.0, max(top * 1.1, 1.0), ",g"),
                     title="Throughput",
                     width=560,
                     height=260,

@@ -119,3 +119,10 @@ def test_ticks_are_round_ascending_values_inside_the_range(low: float, span: flo
     assert ticks == sorted(ticks)
     tolerance = span * 1e-9
     assert all(low - tolerance <= t <= high + tolerance for t in ticks)
+
+
+def test_a_line_of_one_point_is_drawn_as_a_dot() -> None:
+    root = parse(line_chart([Series("s", [(0.5, 0.5)])], Axis("x", 0, 1), Axis("y", 0, 1), title="t"))
+
+    (group,) = [g for g in root.iter(f"{SVG}g") if g.attrib.get("class") == "series"]
+    assert len(list(group.iter(f"{SVG}circle"))) == 1
