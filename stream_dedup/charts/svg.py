@@ -131,12 +131,15 @@ def bar_chart(
     height: int = 300,
     empty: str = "no data yet",
 ) -> str:
-    """Bars of equal width from zero, each value written above its bar (a histogram when labels are bins)."""
+    """Bars of equal width from zero, each value written above its bar (a histogram when labels are bins).
+
+    With no bar above zero the chart says ``empty``: a flat histogram reads as data.
+    """
     top = max((b.value for b in bars), default=0.0)
     x, y = Axis(x_label, 0, max(len(bars), 1)), Axis(y_label, 0, _nice_ceiling(top))
     frame = _Frame(width, height, x, y, top=_TITLE + _LINE)  # room for the value above the highest bar
     parts = _frame_parts(frame, title)
-    if not bars:
+    if not any(b.value for b in bars):
         parts.append(_empty_note(frame, empty))
     # Every label would overlap on narrow bars: then only every few are written.
     label_every = max(1, math.ceil(len(bars) * 40 / (frame.right - _LEFT)))

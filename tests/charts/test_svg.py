@@ -105,8 +105,10 @@ def test_a_bar_chart_draws_one_bar_per_value_with_the_value_above_it() -> None:
     assert {"4", "12", "0.80", "0.85", "0.90"} <= set(shown)
 
 
-def test_a_bar_chart_without_bars_says_so() -> None:
+def test_a_bar_chart_without_bars_or_with_only_zeros_says_so() -> None:
     assert "no data yet" in texts(parse(bar_chart([], title="t", x_label="x", y_label="y")))
+    assert "none" in texts(parse(bar_chart([Bar("a", 0)], title="t", x_label="x", y_label="y", empty="none")))
+    assert "none" not in texts(parse(bar_chart([Bar("a", 1)], title="t", x_label="x", y_label="y", empty="none")))
 
 
 @given(st.floats(-1e6, 1e6), st.floats(1e-3, 1e6))

@@ -118,7 +118,7 @@ def _words(rng: random.Random, count: int) -> list[str]:
     return ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(6, 10))) for _ in range(count)]
 
 
-def _sample(path: Path, originals: int, planted: int) -> None:
+def planted_sample(path: Path, originals: int, planted: int) -> None:
     """``originals`` unrelated texts, then one near-copy (one word of 60 replaced) of each of the first ``planted``."""
     rng = random.Random(42)
     texts = [" ".join(_words(rng, 60)) for _ in range(originals)]
@@ -133,7 +133,7 @@ def _sample(path: Path, originals: int, planted: int) -> None:
 
 
 def test_sample_reports_precision_and_recall_of_planted_near_duplicates(tmp_path: Path) -> None:
-    _sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
     result = subprocess.run(
@@ -156,7 +156,7 @@ def test_sample_reports_precision_and_recall_of_planted_near_duplicates(tmp_path
 
 
 def test_sample_limit_caps_the_documents_measured(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    _sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
 
     # The first 30 documents are the unrelated originals: no true pair, nothing flagged.
     code, out, _ = params(capsys, "--sample", str(tmp_path / "sample.jsonl"), "--sample-limit", "30")
@@ -199,7 +199,7 @@ def test_plot_draws_the_theoretical_s_curve_and_marks_the_threshold(
 def test_plot_with_a_sample_adds_the_shares_of_its_pairs_found_by_exact_jaccard(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    _sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
     plot = tmp_path / "curve.svg"
 
     code, out, _ = params(capsys, "--sample", str(tmp_path / "sample.jsonl"), "--plot", str(plot))
@@ -219,7 +219,7 @@ def test_plot_with_a_sample_adds_the_shares_of_its_pairs_found_by_exact_jaccard(
 def test_plot_to_a_path_that_cannot_be_written_fails_before_measuring(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    _sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
 
     code, out, err = params(
         capsys, "--sample", str(tmp_path / "sample.jsonl"), "--plot", str(tmp_path / "no" / "x.svg")
