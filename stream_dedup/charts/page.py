@@ -23,8 +23,9 @@ h1 { font-size: 1.4em; margin: 0 0 0.2em 0; } h2 { font-size: 1.1em; margin: 1.4
 .charts { display: flex; flex-wrap: wrap; gap: 1em; }
 table { border-collapse: collapse; font-size: 0.9em; }
 th, td { border-bottom: 1px solid #e5e5e5; padding: 0.25em 0.7em; text-align: left; vertical-align: top; }
-td.number, th.number { text-align: right; font-variant-numeric: tabular-nums; }
-td.text { max-width: 50em; overflow-wrap: anywhere; }
+td.number, th.number { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+td.text { min-width: 7em; max-width: 30em; overflow-wrap: anywhere; }
+td.prose { min-width: 20em; max-width: 50em; overflow-wrap: break-word; }
 .role { display: inline-block; padding: 0.1em 0.6em; border-radius: 4px; color: #fff; background: #777; }
 .role-active { background: #1a7f37; } .role-standby { background: #0072b2; } .role-restoring { background: #b58100; }
 .note { color: #666; font-size: 0.9em; }
@@ -66,12 +67,21 @@ def html_figures(figures: Sequence[Figure]) -> str:
 
 
 def html_table(
-    headers: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[int] = (), table_id: str = ""
+    headers: Sequence[str],
+    rows: Iterable[Sequence[object]],
+    numeric: Sequence[int] = (),
+    table_id: str = "",
+    prose: Sequence[int] = (),
 ) -> str:
-    """A table of ``rows``, every cell escaped; the columns whose indexes are in ``numeric`` align right."""
+    """A table of ``rows``, every cell escaped.
+
+    The columns whose indexes are in ``numeric`` align right and do not wrap;
+    those in ``prose`` (long texts) wrap at words and take the width left by
+    the others (ids, short texts), which wrap only when longer than 30 em.
+    """
 
     def cell(tag: str, column: int, value: object) -> str:
-        kind = "number" if column in numeric else "text"
+        kind = "number" if column in numeric else "prose" if column in prose else "text"
         return f'<{tag} class="{kind}">{escape(str(value))}</{tag}>'
 
     head = "".join(cell("th", i, h) for i, h in enumerate(headers))

@@ -175,7 +175,7 @@ class DedupReport:
                 excerpt = example.text[:EXCERPT_CHARACTERS] + ("..." if len(example.text) > EXCERPT_CHARACTERS else "")
                 rows.append([rank, cluster.size, line, example.id, match, excerpt])
         headers = ["cluster", "documents", "line", "id", "similarity to its match", "text"]
-        return note + html_table(headers, rows, [0, 1, 2], "clusters")
+        return note + html_table(headers, rows, [0, 1, 2], "clusters", prose=[5])
 
 
 def read_examples(lines: Iterable[str], wanted: set[int], id_field: str, text_field: str) -> dict[int, Example]:
