@@ -14,14 +14,7 @@ from stream_dedup.ops.metrics import WorkerMetrics
 from stream_dedup.ops.runtime import MetricsEvents
 from stream_dedup.ops.status import MetricsHistory, RecentDuplicates, Sample, rates, recent_rate
 from stream_dedup.worker.events import BatchReport, PublishedDuplicate
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.ops.test_http import FakeClock
 
 
 def judged(metrics: WorkerMetrics, unique: int, duplicate: int) -> None:
@@ -44,7 +37,7 @@ def test_samples_read_the_document_counters_at_most_once_per_interval() -> None:
     clock.now += 0.1
     history.sample_if_due()
 
-    assert history.samples() == [Sample(100.0, 0.0, 0.0), Sample(105.0, 10.0, 2.0)]
+    assert history.samples() == [Sample(1000.0, 0.0, 0.0), Sample(1005.0, 10.0, 2.0)]
 
 
 def test_only_the_newest_samples_are_kept() -> None:
@@ -55,7 +48,7 @@ def test_only_the_newest_samples_are_kept() -> None:
         history.sample_if_due()
         clock.now += 1.0
 
-    assert [s.at for s in history.samples()] == [107.0, 108.0, 109.0]
+    assert [s.at for s in history.samples()] == [1007.0, 1008.0, 1009.0]
 
 
 def test_rates_are_documents_per_second_and_duplicate_share_of_each_interval() -> None:
