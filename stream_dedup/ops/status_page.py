@@ -100,7 +100,7 @@ def _figures(readings: _Readings, samples: Sequence[Sample], now: float) -> list
     index_bytes = readings.value("stream_dedup_index_bytes")
     return [
         _count("documents", "documents judged", documents),
-        Figure("duplicates", "duplicates", f"{duplicates:,.0f}", duplicates),
+        _count("duplicates", "duplicates", duplicates),
         Figure("duplicate-share", "duplicate share", "-" if share is None else f"{share:.1%}", share),
         Figure(
             "throughput",
@@ -164,7 +164,7 @@ def _charts(samples: Sequence[Sample], now: float) -> str:
                     empty="no samples yet",
                 ),
                 line_chart(
-                    [Series("duplicates among the documents judged", [(x, y) for x, y in shares])],
+                    [Series("duplicates among the documents judged", shares)],
                     minutes,
                     Axis("share", 0.0, 1.0, ".0%"),
                     title="Duplicate share",
