@@ -3,7 +3,7 @@
 import xml.etree.ElementTree as ET
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.charts import Axis, Bar, Mark, Series, bar_chart, line_chart
@@ -111,6 +111,7 @@ def test_a_bar_chart_without_bars_or_with_only_zeros_says_so() -> None:
     assert "none" not in texts(parse(bar_chart([Bar("a", 1)], title="t", x_label="x", y_label="y", empty="none")))
 
 
+@settings(deadline=None)  # time is not the point
 @given(st.floats(-1e6, 1e6), st.floats(1e-3, 1e6))
 def test_ticks_are_round_ascending_values_inside_the_range(low: float, span: float) -> None:
     high = low + span

@@ -10,7 +10,7 @@ import random
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.cli.dedup_report import BIN_WIDTH, DedupReport
@@ -54,6 +54,7 @@ def runs(draw: st.DrawFn) -> tuple[list[int], list[Verdict]]:
     return lines, verdicts
 
 
+@settings(deadline=None)  # time is not the point
 @given(runs(), st.integers(1, 7))
 def test_clusters_are_the_connected_groups_of_duplicates_and_their_matches(
     run: tuple[list[int], list[Verdict]], batch: int

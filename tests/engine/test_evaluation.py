@@ -65,9 +65,8 @@ def test_an_edge_just_past_one_counts_identical_items_in_the_last_bucket() -> No
     assert [(r.count, r.rate) for r in rates] == [(2, 0.5)]
 
 
-@given(
-    st.lists(st.tuples(st.floats(0.0, 1.0), st.booleans()), max_size=60),
-)
+@settings(deadline=None)  # time is not the point
+@given(st.lists(st.tuples(st.floats(0.0, 1.0), st.booleans()), max_size=60))
 def test_detection_rates_count_every_item_inside_the_edges_once(items: list[tuple[float, bool]]) -> None:
     similarities = [s for s, _ in items]
     detected = [d for _, d in items]

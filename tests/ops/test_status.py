@@ -4,7 +4,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.engine.verdict import Verdict
@@ -71,6 +71,7 @@ def test_the_recent_rate_spans_the_last_minute_or_the_whole_history_if_shorter()
     assert recent_rate(samples[:1]) is None and recent_rate([]) is None
 
 
+@settings(deadline=None)  # a registry per example: slow on a loaded machine, and time is not the point
 @given(st.lists(st.tuples(st.integers(0, 500), st.integers(0, 500)), min_size=2, max_size=40))
 def test_the_rates_add_up_to_the_documents_judged(increments: list[tuple[int, int]]) -> None:
     metrics, clock = WorkerMetrics(), FakeClock()
