@@ -41,7 +41,6 @@ precision and recall >= 0.995; no worse than datasketch.
 from __future__ import annotations
 
 import argparse
-import itertools
 import math
 from collections import defaultdict
 from collections.abc import Sequence
@@ -54,6 +53,7 @@ from corpus import Document, editions_stream, planted_stream, title_stream
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
+from stream_dedup.engine.evaluation import detection_rates, midpoint
 from stream_dedup.text import Shingling, normalize, shingle_set
 
 THRESHOLD, NUM_PERM, SHINGLE_SIZE = 0.8, 128, 10
@@ -137,26 +137,6 @@ class Run:
     seconds: float
 
 
-def detection_rates(best: np.ndarray, flagged: np.ndarray) -> list[tuple[float, float, int]]:
-    """``(bucket start, share flagged, documents)`` per bucket of best earlier exact Jaccard."""
-    rows = []
-    for low, high in itertools.pairwise(CURVE_EDGES):
-        inside = (best >= low) & ((best < high) if high < 1.0 else (best < 1.0))
-        if inside.any():
-            rows.append((float(low), float(flagged[inside].mean()), int(inside.sum())))
-    return rows
-
-
-def midpoint(rates: list[tuple[float, float, int]]) -> float:
-    """Jaccard where the detection rate first crosses 50%, interpolated between bucket centres."""
-    centres = [(low + high) / 2 for low, high in itertools.pairwise(CURVE_EDGES)]
-    points = [(centres[list(CURVE_EDGES).index(low)], rate) for low, rate, _ in rates]
-    for (x0, y0), (x1, y1) in itertools.pairwise(points):
-        if y0 < 0.5 <= y1:
-            return x0 + (0.5 - y0) * (x1 - x0) / (y1 - y0)
-    return float("nan")
-
-
 def evaluate(name: str, stream: Sequence[Document]) -> tuple[list[Row], list[str]]:
     ids, texts = [d.id for d in stream], [d.text for d in stream]
     shingling = Shingling(unit="char", size=SHINGLE_SIZE)
@@ -201,8 +181,8 @@ def evaluate(name: str, stream: Sequence[Document]) -> tuple[list[Row], list[str
                 )
             )
     rows += seed_002_rows(name, seed_002, sets, actual, ds)
-    curves = {run.name: detection_rates(best, np.array([p is not None for p in run.pointers])) for run in runs}
-    curves["datasketch"] = detection_rates(best, np.array([p is not None for p in anchor]))
+    curves = {run.name: detection_rates(best, [p is not None for p in run.pointers], CURVE_EDGES) for run in runs}
+    curves["datasketch"] = detection_rates(best, [p is not None for p in anchor], CURVE_EDGES)
     notes = [
         f"{name}: {len(stream):,} docs, {sum(actual):,} true duplicates; seconds: brute force {t_truth[0]:.1f}, "
         + ", ".join(f"{r.name} {r.seconds:.1f}" for r in runs + seed_002)
@@ -211,9 +191,11 @@ def evaluate(name: str, stream: Sequence[Document]) -> tuple[list[Row], list[str
         + ", ".join(f"{label} {midpoint(curve):.3f}" for label, curve in curves.items())
         + ")",
     ]
-    for low, _, count in curves["default"]:
-        shares = "  ".join(f"{label} {dict((b, r) for b, r, _ in curve)[low]:.3f}" for label, curve in curves.items())
-        notes.append(f"    J >= {low:.2f} ({count:5,} docs): {shares}")
+    for bucket in curves["default"]:
+        shares = "  ".join(
+            f"{label} {next(b.rate for b in curve if b.low == bucket.low):.3f}" for label, curve in curves.items()
+        )
+        notes.append(f"    J >= {bucket.low:.2f} ({bucket.count:5,} docs): {shares}")
     return rows, notes
 
 

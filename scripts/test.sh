@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh test
 # promtool, the Kubernetes schema validator, hadolint, compose: tests/deploy runs them.
 scripts/validate-deploy.sh --install
+# Headless Chromium: the status page, the S-curve plot and the report are tested rendered.
+scripts/install-chromium.sh
 # The Kafka tests start a real broker from Apache's jars unless KAFKA_BOOTSTRAP_SERVERS
 # is set or a Docker engine answers; fetch the jars up front so a failure says so clearly.
 if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then

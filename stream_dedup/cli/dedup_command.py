@@ -9,6 +9,7 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TextIO
 
+from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import Record, Reject, read_records
@@ -32,6 +33,12 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         help="where malformed lines go (default: OUTPUT.rejects.jsonl, or rejects.jsonl when writing "
         "to standard output); created only if a line is rejected",
     )
+    parser.add_argument(
+        "--report",
+        metavar="FILE.html",
+        help="also write a self-contained HTML report: counts, a histogram of the duplicates' similarities "
+        "and the largest clusters of copies with example texts",
+    )
     parser.add_argument("--id-field", default="id", help="record field holding the id (default: id)")
     parser.add_argument("--text-field", default="text", help="record field holding the text (default: text)")
     add_detection_options(parser)
@@ -47,6 +54,9 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         source = sys.stdin if args.input == "-" else stack.enter_context(open(args.input, encoding="utf-8"))
         sink = sys.stdout if args.output == "-" else stack.enter_context(open(args.output, "w", encoding="utf-8"))
+        # Opened now: a report path that cannot be written fails before the run, not after it.
+        report_file = stack.enter_context(open(args.report, "w", encoding="utf-8")) if args.report else None
+        report = DedupReport(config) if report_file else None
         rejects_file: TextIO | None = None
         records = read_records(_lines(source), args.id_field, args.text_field, config.strip_punctuation)
         for batch, bad in _batches(records):
@@ -64,10 +74,26 @@ def run(args: argparse.Namespace) -> int:
                 ids, texts, lines = [r.id for r in batch], [r.text for r in batch], [r.line for r in batch]
                 verdicts = detector.process(ids, texts, normalized=True, sources=lines)
                 sink.writelines(map(verdict_line, verdicts, lines))
+                if report is not None:
+                    report.add(verdicts, lines)
             progress.update(detector.stats.documents, detector.stats.duplicates)
         sink.flush()
+        if report is not None and report_file is not None:
+            report_file.write(_report_page(args, report, rejected, progress.elapsed))
     progress.finish(detector.stats.documents, detector.stats.duplicates, rejected)
+    if args.report:
+        print(f"report written to {args.report}", file=sys.stderr)
     return 0
+
+
+def _report_page(args: argparse.Namespace, report: DedupReport, rejected: int, seconds: float) -> str:
+    """The report, with the example texts read back from the input file (standard input cannot be)."""
+    examples = None
+    if args.input != "-":
+        wanted = {line for cluster in report.largest_clusters() for line in (cluster.original, *cluster.copies)}
+        with open(args.input, encoding="utf-8", errors="surrogateescape") as again:
+            examples = read_examples(again, wanted, args.id_field, args.text_field)
+    return report.render("standard input" if args.input == "-" else args.input, rejected, seconds, examples)
 
 
 def verdict_line(verdict: Verdict, line: int) -> str:

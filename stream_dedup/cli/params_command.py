@@ -2,13 +2,17 @@
 
 import argparse
 import math
+from contextlib import ExitStack
+from pathlib import Path
 
 import numpy as np
 
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.records import Record, read_records
+from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
 from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
-from stream_dedup.engine.evaluation import measure
+from stream_dedup.engine.evaluation import RealisedCurve, measure, realised_curve
+from stream_dedup.errors import ConfigError
 
 _CURVE_POINTS = np.round(np.arange(0.1, 1.0001, 0.05), 2)
 
@@ -18,23 +22,38 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         "params",
         help="show the LSH banding chosen for a threshold, and measure it on a sample",
         description="Print bands and rows per band, the S-curve, false positive/negative "
-        "probabilities and, with --sample, precision and recall against exact Jaccard.",
+        "probabilities and, with --sample, precision and recall against exact Jaccard; "
+        "with --plot, draw the S-curve (and what the sample measured) to an SVG file.",
     )
     parser.add_argument("--sample", help="JSON-lines file of {id, text} to measure precision and recall on")
     parser.add_argument("--sample-limit", type=int, default=5000, help="documents of the sample used (default 5000)")
+    parser.add_argument(
+        "--plot",
+        metavar="FILE.svg",
+        help="draw the S-curve and the threshold to this SVG file; with --sample, also the share of the "
+        "sample's pairs detected, by exact Jaccard",
+    )
     add_detection_options(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    print(f"method {config.method}")
-    if config.uses_minhash:
-        _print_banding(config)
-    if config.uses_simhash:
-        _print_hamming_layout(config)
-    if args.sample:
-        _print_sample_accuracy(args.sample, args.sample_limit, config)
+    if args.plot and not config.uses_minhash:
+        raise ConfigError("plot", "draws the S-curve of MinHash banding: use it with method minhash or combined")
+    with ExitStack() as stack:
+        # Opened first: a path that cannot be written fails before the sample is measured.
+        plot = stack.enter_context(open(args.plot, "w", encoding="utf-8")) if args.plot else None
+        print(f"method {config.method}")
+        if config.uses_minhash:
+            _print_banding(config)
+        if config.uses_simhash:
+            _print_hamming_layout(config)
+        texts = _sample_accuracy(args.sample, args.sample_limit, config) if args.sample else None
+        if plot is not None:
+            measured = _measure_curve(texts, config) if texts is not None else None
+            plot.write(s_curve_svg(config, measured, Path(args.sample).name if args.sample else ""))
+            print(f"\nS-curve drawn to {args.plot}")
     return 0
 
 
@@ -60,7 +79,8 @@ def _print_hamming_layout(config: DetectionConfig) -> None:
     )
 
 
-def _print_sample_accuracy(path: str, limit: int, config: DetectionConfig) -> None:
+def _sample_accuracy(path: str, limit: int, config: DetectionConfig) -> list[str]:
+    """Print the method's precision and recall on the sample against exact Jaccard; return its texts."""
     with open(path, encoding="utf-8", errors="surrogateescape") as source:
         records = [r for r in read_records(source, strip_punctuation=config.strip_punctuation) if isinstance(r, Record)]
     texts = [r.text for r in records[:limit]]
@@ -70,6 +90,7 @@ def _print_sample_accuracy(path: str, limit: int, config: DetectionConfig) -> No
     print(f"  pairs with exact J >= {t}: {result.true_pairs}")
     print(f"  pairs flagged by method {config.method}: {result.flagged_pairs}")
     print(f"  precision {result.precision:.4f}, recall {result.recall:.4f}")
+    return texts
 
 
 def _print_banding(config: DetectionConfig) -> None:
@@ -90,3 +111,17 @@ def _print_banding(config: DetectionConfig) -> None:
     for s, p in zip(_CURVE_POINTS, banding.collision_probability(_CURVE_POINTS), strict=True):
         marker = "  <- threshold" if abs(s - t) < 0.025 else ""
         print(f"  {s:.2f}  {p:.6f}{marker}")
+
+
+def _measure_curve(texts: list[str], config: DetectionConfig) -> RealisedCurve:
+    """The realised S-curve of the sample, printed as a table (what the plot shows)."""
+    curve = realised_curve(texts, config, curve_edges(config.threshold))
+    banding = config.banding()
+    print(f"\n  J bucket     pairs  candidates  reported  P(candidate)   ({curve.pairs:,} pairs by exact Jaccard)")
+    for candidate, reported in zip(curve.candidates, curve.flagged, strict=True):
+        expected = float(banding.collision_probability(candidate.centre))
+        print(
+            f"  {candidate.low:.2f}-{min(candidate.high, 1.0):.2f} {candidate.count:9,}  "
+            f"{candidate.rate:10.3f}  {reported.rate:8.3f}  {expected:12.3f}"
+        )
+    return curve

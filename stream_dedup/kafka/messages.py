@@ -152,6 +152,11 @@ def source_pointer(source: Source) -> int:
     return (source.partition << _OFFSET_BITS) | source.offset
 
 
+def match_coordinates(pointer: int) -> tuple[int, int]:
+    """The input partition and offset of a match, from the pointer the index kept (see :func:`source_pointer`)."""
+    return pointer >> _OFFSET_BITS, pointer & ((1 << _OFFSET_BITS) - 1)
+
+
 def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
     """The JSON value of a verdict record (its key is the document id).
 
@@ -160,7 +165,7 @@ def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
     """
     match = None
     if verdict.match_source is not None:
-        partition, offset = verdict.match_source >> _OFFSET_BITS, verdict.match_source & ((1 << _OFFSET_BITS) - 1)
+        partition, offset = match_coordinates(verdict.match_source)
         match = {"topic": source.topic, "partition": partition, "offset": offset}
     value = {
         **verdict.to_dict(),

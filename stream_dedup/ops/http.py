@@ -1,5 +1,6 @@
-"""Metrics, liveness and readiness over HTTP, served from a daemon thread.
+"""Metrics, liveness, readiness and a status page over HTTP, served from a daemon thread.
 
+``GET /``         the status page for people (:mod:`stream_dedup.ops.status_page`).
 ``GET /metrics``  Prometheus text exposition of a :class:`WorkerMetrics` registry.
 ``GET /healthz``  200 while the processing loop keeps calling :meth:`Health.heartbeat`,
                   503 once the last heartbeat is older than the liveness timeout.
@@ -36,6 +37,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 from stream_dedup.errors import StreamDedupError
 from stream_dedup.ops.metrics import ROLES, WorkerMetrics
+from stream_dedup.ops.status import MetricsHistory, RecentDuplicates
+from stream_dedup.ops.status_page import render_status_page
 from stream_dedup.worker.events import Role
 
 _log = logging.getLogger(__name__)
@@ -104,20 +107,32 @@ class Health:
 
 
 class OpsServer:
-    """The HTTP server for ``/metrics``, ``/healthz`` and ``/readyz``.
+    """The HTTP server for ``/``, ``/metrics``, ``/healthz`` and ``/readyz``.
 
     Args:
         host: address to listen on (``"0.0.0.0"`` in a container, ``"127.0.0.1"`` in tests).
         port: TCP port; 0 picks a free one, then read it from :attr:`port`.
         metrics: whose registry ``/metrics`` exposes.
         health: what ``/healthz`` and ``/readyz`` report.
+        history, duplicates: what the status page draws and lists besides ``metrics``
+            (default: empty ones, for a server whose worker does not feed them).
     """
 
-    def __init__(self, host: str, port: int, metrics: WorkerMetrics, health: Health) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        metrics: WorkerMetrics,
+        health: Health,
+        history: MetricsHistory | None = None,
+        duplicates: RecentDuplicates | None = None,
+    ) -> None:
         self.host = host
         self._requested_port = port
         self.metrics = metrics
         self.health = health
+        self.history = history or MetricsHistory(metrics)
+        self.duplicates = duplicates or RecentDuplicates()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -183,7 +198,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = urlsplit(self.path).path
-        if path == "/metrics":
+        ops = self.server.ops
+        if path == "/":
+            readiness = ops.health.readiness
+            page = render_status_page(ops.metrics, readiness.role, readiness.reason, ops.history, ops.duplicates)
+            self._send(HTTPStatus.OK, "text/html; charset=utf-8", page.encode("utf-8"))
+        elif path == "/metrics":
             self._send(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(self.server.ops.metrics.registry))
         elif path == "/healthz":
             self._send_json(*_liveness(self.server.ops.health))
@@ -192,7 +212,7 @@ class _Handler(BaseHTTPRequestHandler):
             status = HTTPStatus.OK if readiness.ready else HTTPStatus.SERVICE_UNAVAILABLE
             self._send_json(status, {"ready": readiness.ready, "role": readiness.role, "reason": readiness.reason})
         else:
-            self._send_json(HTTPStatus.NOT_FOUND, {"error": f"not found: {path}; try /metrics, /healthz or /readyz"})
+            self._send_json(HTTPStatus.NOT_FOUND, {"error": f"not found: {path}; try /, /metrics, /healthz or /readyz"})
 
     def log_message(self, format: str, *args: Any) -> None:
         # One line per scrape and probe would drown the worker's own log.

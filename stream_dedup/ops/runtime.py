@@ -1,4 +1,4 @@
-"""Wiring the worker's events to metrics, health checks and logs for a running process."""
+"""Wiring the worker's events to metrics, health checks, the status page and logs for a running process."""
 
 import contextlib
 import logging
@@ -11,6 +11,7 @@ from stream_dedup.errors import ConfigError, StreamDedupError
 from stream_dedup.ops.http import Health, OpsServer
 from stream_dedup.ops.logs import configure_logging
 from stream_dedup.ops.metrics import WorkerMetrics, observe_many
+from stream_dedup.ops.status import MetricsHistory, RecentDuplicates
 from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 
@@ -18,7 +19,7 @@ log = logging.getLogger("stream_dedup.ops")
 
 
 class MetricsEvents(WorkerEvents):
-    """Turns what the worker reports into Prometheus metrics and health answers.
+    """Turns what the worker reports into Prometheus metrics, health answers and the status page's history.
 
     The index's eviction and hot-bucket totals restart from a snapshot's
     values when a session restores; the counters follow their increases only,
@@ -28,11 +29,14 @@ class MetricsEvents(WorkerEvents):
     def __init__(self, metrics: WorkerMetrics, health: Health) -> None:
         self.metrics = metrics
         self.health = health
+        self.history = MetricsHistory(metrics)
+        self.duplicates = RecentDuplicates()
         self._evicted: int | None = None
         self._hot_skips: int | None = None
 
     def heartbeat(self) -> None:
         self.health.heartbeat()
+        self.history.sample_if_due()
 
     def role_changed(self, role: Role, reason: str) -> None:
         self.metrics.set_role(role)
@@ -54,6 +58,7 @@ class MetricsEvents(WorkerEvents):
         m.last_commit.set(time.time())
         self._hot_skips = _count_increase(m.hot_bucket_skips, self._hot_skips, report.hot_bucket_skips)
         self.index_changed(report.indexed_documents, report.index_bytes, report.evicted_documents)
+        self.duplicates.add(report.duplicates, report.committed_at)
 
     def transaction_aborted(self, reason: str) -> None:
         self.metrics.transactions.labels("aborted").inc()
@@ -112,7 +117,9 @@ def observed_worker(settings: WorkerSettings, version: str) -> Iterator[MetricsE
     events = MetricsEvents(metrics, Health())
     server = None
     if settings.metrics_port:
-        server = OpsServer(settings.metrics_host, settings.metrics_port, metrics, events.health)
+        server = OpsServer(
+            settings.metrics_host, settings.metrics_port, metrics, events.health, events.history, events.duplicates
+        )
         try:
             server.start()
         except StreamDedupError as error:
@@ -122,7 +129,9 @@ def observed_worker(settings: WorkerSettings, version: str) -> Iterator[MetricsE
         version,
         settings.input_topic,
         settings.output_topic,
-        f"on http://{settings.metrics_host}:{server.port}/metrics" if server else "off (metrics_port=0)",
+        f"on http://{settings.metrics_host}:{server.port}/metrics, status page at /"
+        if server
+        else "off (metrics_port=0)",
         extra={"settings": repr(settings)},
     )
     try:

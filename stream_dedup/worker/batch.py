@@ -40,7 +40,7 @@ from stream_dedup.kafka.messages import (
 )
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits, fitted
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
-from stream_dedup.worker.events import BatchReport
+from stream_dedup.worker.events import BatchReport, PublishedDuplicate
 from stream_dedup.worker.isolation import ISOLATED_REASON, coordinates
 
 log = logging.getLogger(__name__)
@@ -115,6 +115,7 @@ def publish_batch(
     producer.begin_transaction()
     send = _Sender(producer, destinations)
     verdict_counts: Counter[str] = Counter()
+    duplicates: list[PublishedDuplicate] = []
     indexed = IndexedBatch(
         [d.id for d in documents],
         signed,
@@ -137,6 +138,8 @@ def publish_batch(
                 )
                 continue
             verdict_counts[verdict.verdict] += 1
+            if verdict.verdict == "duplicate":
+                duplicates.append(PublishedDuplicate(verdict, document.source))
             # A forward is never cut (readers of the unique topic would get a
             # broken document): one that does not fit goes to the dead letters.
             unique = destinations.unique_topic is not None and verdict.verdict == "unique"
@@ -187,6 +190,7 @@ def publish_batch(
             index_bytes=detector.memory_bytes(),
             evicted_documents=detector.evicted_documents,
             hot_bucket_skips=detector.hot_bucket_skips,
+            duplicates=duplicates,
         ),
     )
 

@@ -6,13 +6,24 @@ worker runs the same without them (in tests, in benchmarks).
 """
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from stream_dedup.engine.verdict import Verdict
+from stream_dedup.kafka.messages import Source
+
 Role = Literal["restoring", "standby", "active", "stopping"]
+
+
+class PublishedDuplicate(NamedTuple):
+    """A duplicate verdict that was committed, and the record it was given for."""
+
+    verdict: Verdict
+    source: Source
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,8 @@ class BatchReport:
         candidate_pairs, verified_pairs: totals of the batch.
         indexed_documents, index_bytes: the index after the batch.
         evicted_documents, hot_bucket_skips: running totals of the index.
+        duplicates: the duplicate verdicts published, in the order judged
+            (for the status page's list of the last duplicates found).
     """
 
     verdicts: Counter[str]
@@ -43,6 +56,7 @@ class BatchReport:
     index_bytes: int
     evicted_documents: int
     hot_bucket_skips: int
+    duplicates: Sequence[PublishedDuplicate] = ()
 
     @property
     def latencies(self) -> npt.NDArray[np.float64]:

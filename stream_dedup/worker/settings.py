@@ -130,8 +130,10 @@ class WorkerSettings(ConnectionSettings):
     shutdown_grace_seconds: float = _setting(
         30.0, "on SIGTERM: finish the batch, snapshot, leave the group within this"
     )
-    metrics_host: str = _setting("127.0.0.1", "address of /metrics, /healthz, /readyz (0.0.0.0 in a container)")
-    metrics_port: int = _setting(9400, "port of /metrics, /healthz, /readyz (0: off)")
+    metrics_host: str = _setting(
+        "127.0.0.1", "address of the status page /, /metrics, /healthz, /readyz (0.0.0.0 in a container)"
+    )
+    metrics_port: int = _setting(9400, "port of the status page /, /metrics, /healthz, /readyz (0: off)")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR")
     log_format: LogFormat = _setting("auto", "json, text, or auto (text on a terminal, else json)")
 

@@ -1,18 +1,22 @@
 """``stream-dedup params``: the banding for a threshold, its S-curve, and its accuracy on a sample."""
 
+import itertools
 import json
 import os
 import random
 import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from stream_dedup.cli.main import main
+from stream_dedup.text import Shingling, normalize, shingle_set
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+SVG = "{http://www.w3.org/2000/svg}"
 CURVE_LINE = re.compile(r"^  (\d\.\d\d)  (\d\.\d{6})(  <- threshold)?$")
 
 
@@ -114,7 +118,7 @@ def _words(rng: random.Random, count: int) -> list[str]:
     return ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(6, 10))) for _ in range(count)]
 
 
-def _sample(path: Path, originals: int, planted: int) -> None:
+def planted_sample(path: Path, originals: int, planted: int) -> None:
     """``originals`` unrelated texts, then one near-copy (one word of 60 replaced) of each of the first ``planted``."""
     rng = random.Random(42)
     texts = [" ".join(_words(rng, 60)) for _ in range(originals)]
@@ -129,7 +133,7 @@ def _sample(path: Path, originals: int, planted: int) -> None:
 
 
 def test_sample_reports_precision_and_recall_of_planted_near_duplicates(tmp_path: Path) -> None:
-    _sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
 
     result = subprocess.run(
@@ -152,7 +156,7 @@ def test_sample_reports_precision_and_recall_of_planted_near_duplicates(tmp_path
 
 
 def test_sample_limit_caps_the_documents_measured(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    _sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
 
     # The first 30 documents are the unrelated originals: no true pair, nothing flagged.
     code, out, _ = params(capsys, "--sample", str(tmp_path / "sample.jsonl"), "--sample-limit", "30")
@@ -173,3 +177,63 @@ def test_simhash_shows_the_hamming_tables_and_the_probes_per_query(capsys: pytes
     # 4 tables x 4,000,000 / 2**16 documents share a query's key, on average.
     assert "expected fingerprints probed per query at 4,000,000 documents (max_documents): 244.1" in out
     assert "bands (b)" not in out  # no banding: simhash has none
+
+
+def svg_series(path: Path) -> dict[str, int]:
+    """Each series of a chart: its label and how many points it has."""
+    root = ET.parse(path).getroot()  # raises if the file is not well-formed XML
+    return {g.attrib["data-label"]: int(g.attrib["data-points"]) for g in root.iter(f"{SVG}g")}
+
+
+def brute_force_pairs(path: Path, low: float) -> int:
+    """Pairs of the sample's documents with exact Jaccard of character 5-shingles ``>= low``, all compared."""
+    texts = [json.loads(line)["text"] for line in path.read_text().splitlines() if line.startswith("{")]
+    sets = [shingle_set(normalize(t), Shingling(unit="char", size=5)) for t in texts]
+    return sum(len(a & b) / len(a | b) >= low for a, b in itertools.combinations(sets, 2))
+
+
+def test_plot_draws_the_theoretical_s_curve_and_marks_the_threshold(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    plot = tmp_path / "curve.svg"
+
+    code, out, _ = params(capsys, "--threshold", "0.8", "--plot", str(plot))
+
+    assert code == 0
+    assert out.splitlines()[-1] == f"S-curve drawn to {plot}"
+    assert svg_series(plot) == {"P(candidate) = 1 - (1 - s^6)^16, in theory": 201}
+    assert "threshold 0.8" in plot.read_text()
+
+
+def test_plot_with_a_sample_adds_the_shares_of_its_pairs_found_by_exact_jaccard(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    plot = tmp_path / "curve.svg"
+
+    code, out, _ = params(capsys, "--sample", str(tmp_path / "sample.jsonl"), "--plot", str(plot))
+
+    assert code == 0
+    pairs = brute_force_pairs(tmp_path / "sample.jsonl", 0.4)
+    assert pairs == 8  # the planted near-copies; unrelated texts share almost no shingle
+    assert f"({pairs:,} pairs by exact Jaccard)" in out
+    series = svg_series(plot)
+    measured = [label for label in series if "measured" in label]
+    assert measured[0].startswith(f"shared a band, measured on sample.jsonl: {pairs} pairs of 38 documents")
+    assert measured[1].startswith("reported duplicate, measured")
+    # Each planted pair is one point of one bucket: at most as many points as pairs.
+    assert all(1 <= series[label] <= pairs for label in measured)
+
+
+def test_plot_to_a_path_that_cannot_be_written_fails_before_measuring(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+
+    code, out, err = params(
+        capsys, "--sample", str(tmp_path / "sample.jsonl"), "--plot", str(tmp_path / "no" / "x.svg")
+    )
+
+    assert code == 1
+    assert "sample" not in out
+    assert str(tmp_path / "no" / "x.svg") in err

@@ -151,7 +151,7 @@ def test_liveness_timeout_must_be_positive() -> None:
         Health(liveness_timeout_seconds=0)
 
 
-@pytest.mark.parametrize("path", ["/", "/metrics/extra", "/health", "/readyz/"])
+@pytest.mark.parametrize("path", ["/index.html", "/metrics/extra", "/health", "/readyz/"])
 def test_other_paths_are_not_found(server: OpsServer, path: str) -> None:
     assert get(server, path).status == 404
 

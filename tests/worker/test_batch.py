@@ -150,3 +150,20 @@ def test_a_unique_document_too_large_to_forward_gets_its_verdict_and_a_dead_lett
     assert dict(letter.headers or [])["stream-dedup-reason"] == b"unique_too_large"
     assert letter.value == forwarded.value and ("trace", big_headers[0][1]) in (letter.headers or [])
     assert committed.report.dead_letters == {"unique_too_large": 1}
+
+
+def test_the_report_lists_each_duplicate_published_with_its_record_in_the_order_judged() -> None:
+    texts = make_corpus(1, seed=6) + make_corpus(1, seed=16)  # two unrelated texts
+    records = [
+        document("documents", 0, 10, "a", texts[0]),
+        document("documents", 1, 3, "b", texts[1]),
+        document("documents", 2, 7, "a-copy", texts[0]),
+        record("documents", 1, 4, b"not json"),
+        document("documents", 0, 11, "b-copy", texts[1]),
+    ]
+
+    committed = publish(records, FakeProducer(), {}, Detector(CONFIG))
+
+    listed = [(d.verdict.id, d.verdict.duplicate_of, d.source[:3]) for d in committed.report.duplicates]
+    assert listed == [("a-copy", "a", ("documents", 2, 7)), ("b-copy", "b", ("documents", 0, 11))]
+    assert all(d.verdict.verdict == "duplicate" for d in committed.report.duplicates)

@@ -1,0 +1,190 @@
+"""``stream-dedup dedup --report FILE.html``: one self-contained page about an offline run.
+
+Counts (documents, duplicates, their share, rejected lines), the histogram
+of the duplicates' similarities, and the largest clusters of copies with
+example texts, so that a person can judge the verdicts by reading them.
+
+A *cluster* is an original and every document that duplicates it, directly
+or through a chain (a copy of a copy): each duplicate's match is an earlier
+line, so a line's cluster is known when its verdict is, and kept in two
+arrays (its original's line, its match's line and the similarity to it:
+12 bytes per input line)
+instead of the texts. The
+example texts are read back from the input file at the end, for the few
+lines shown; from standard input they cannot be, and the report says so.
+
+Example:
+    >>> report = DedupReport(DetectionConfig())
+    >>> report.add([Verdict("a", "unique"), Verdict("b", "duplicate", "a", 0.9, 1)], [1, 2])
+    >>> report.largest_clusters()
+    [Cluster(original=1, size=2, copies=[2])]
+"""
+
+import json
+from array import array
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from html import escape
+from typing import NamedTuple
+
+import numpy as np
+
+from stream_dedup.charts import Bar, Figure, bar_chart, html_figures, html_page, html_table
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Verdict
+from stream_dedup.engine.documents import DocumentFields, read_json_document
+
+#: Width of a similarity bin of the histogram.
+BIN_WIDTH = 0.01
+#: Characters of an example text shown.
+EXCERPT_CHARACTERS = 400
+
+
+class Cluster(NamedTuple):
+    """An original (its line), how many documents the cluster holds, and the lines of its first copies."""
+
+    original: int
+    size: int
+    copies: list[int]
+
+
+class Example(NamedTuple):
+    """A line's id and text, read back from the input for the report."""
+
+    id: str
+    text: str
+
+
+class DedupReport:
+    """What an offline run found, gathered as its verdicts come.
+
+    Args:
+        config: the detection settings of the run (shown, and the histogram starts at its threshold).
+    """
+
+    def __init__(self, config: DetectionConfig) -> None:
+        self.config = config
+        self.documents = 0
+        self.duplicates = 0
+        #: Per input line: the line of its cluster's original (itself for an original or a line without a document).
+        self._original = array("i", [0])
+        #: Per input line: the line its verdict matched (0 for none), and the similarity to it.
+        self._match = array("i", [0])
+        self._similarity = array("f", [0.0])
+        self._copies: Counter[int] = Counter()
+        self._low = float(np.floor(config.threshold / BIN_WIDTH) * BIN_WIDTH)
+        self._bins = [0] * (round((1.0 - self._low) / BIN_WIDTH) + 1)  # the last: similarity 1 (identical)
+
+    def add(self, verdicts: Sequence[Verdict], lines: Sequence[int]) -> None:
+        """Note the verdicts of the documents on ``lines`` (increasing, as read)."""
+        if not lines:
+            return
+        if lines[-1] >= len(self._original):
+            start = len(self._original)
+            self._original.extend(range(start, lines[-1] + 1))
+            self._match.extend(array("i", bytes(4 * (lines[-1] + 1 - start))))  # zeros
+            self._similarity.extend(array("f", bytes(4 * (lines[-1] + 1 - start))))
+        self.documents += len(verdicts)
+        for verdict, line in zip(verdicts, lines, strict=True):
+            if verdict.verdict != "duplicate" or verdict.match_source is None:
+                continue
+            original = self._original[verdict.match_source]
+            self._original[line] = original
+            self._match[line] = verdict.match_source
+            self._copies[original] += 1
+            similarity = verdict.similarity or 0.0
+            self._similarity[line] = similarity
+            self._bins[self._bin(similarity)] += 1
+            self.duplicates += 1
+
+    def _bin(self, similarity: float) -> int:
+        """The histogram bin of ``similarity``: the last for identical texts, else a bin of the range."""
+        last = len(self._bins) - 1
+        if similarity >= 1.0:
+            return last
+        return min(max(int((similarity - self._low) / BIN_WIDTH + 1e-9), 0), last - 1)
+
+    def largest_clusters(self, count: int = 10, copies: int = 3) -> list[Cluster]:
+        """The ``count`` clusters with the most documents (ties: the earliest original), with their first copies."""
+        ranked = sorted(self._copies.items(), key=lambda item: (-item[1], item[0]))[:count]
+        originals = np.frombuffer(self._original, dtype=np.int32)
+        clusters = []
+        for original, size in ranked:
+            members = np.flatnonzero(originals == original)
+            clusters.append(Cluster(original, size + 1, [int(m) for m in members[members != original][:copies]]))
+        return clusters
+
+    def histogram(self) -> list[Bar]:
+        """Duplicates by similarity, in bins of :data:`BIN_WIDTH` from the threshold, the last for identical texts."""
+        bars = [Bar(f"{self._low + i * BIN_WIDTH:.2f}", count) for i, count in enumerate(self._bins[:-1])]
+        return [*bars, Bar("1 (same)", self._bins[-1])]
+
+    def render(self, source: str, rejected: int, seconds: float, examples: Mapping[int, Example] | None = None) -> str:
+        """The page; ``examples`` (line -> id and text) fill the clusters' rows, None when they could not be read."""
+        share = self.duplicates / self.documents if self.documents else None
+        clusters = self.largest_clusters()
+        banding = self.config.banding()
+        figures = [
+            Figure("documents", "documents", f"{self.documents:,}", self.documents),
+            Figure("duplicates", "duplicates", f"{self.duplicates:,}", self.duplicates),
+            Figure("duplicate-share", "duplicate share", "-" if share is None else f"{share:.1%}", share),
+            Figure("rejected", "rejected lines", f"{rejected:,}", rejected),
+            Figure("clusters", "originals with copies", f"{len(self._copies):,}", len(self._copies)),
+            Figure("throughput", "documents/s", f"{self.documents / seconds:,.0f}" if seconds else "-"),
+        ]
+        parameters = (
+            f"threshold {self.config.threshold:g}, {banding.bands} bands x {banding.rows_per_band} rows of "
+            f"{self.config.num_perm}, {self.config.shingle_unit} {self.config.shingle_size}-shingles, "
+            f"verification {self.config.verification}, parameters {self.config.fingerprint()}"
+        )
+        body = [
+            f"<h1>stream-dedup report: {escape(source)}</h1>",
+            f'<div class="subtitle">{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {seconds:.1f} s. '
+            f"{escape(parameters)}</div>",
+            html_figures(figures),
+            "<h2>Similarity of the duplicates to their match</h2>",
+            bar_chart(
+                self.histogram(),
+                title=f"{self.duplicates:,} duplicates by estimated Jaccard similarity",
+                x_label="similarity (bins of 0.01; the last: identical after normalisation)",
+                y_label="duplicates",
+                width=900,
+                empty="no duplicates",
+            ),
+            f"<h2>The {len(clusters)} largest clusters</h2>",
+            '<p class="note">A cluster is an original and every document that duplicates it, directly or '
+            "through a copy of a copy; up to three copies of each are shown.</p>",
+            self._clusters_table(clusters, examples),
+        ]
+        return html_page(f"stream-dedup report: {source}", "".join(body))
+
+    def _clusters_table(self, clusters: Sequence[Cluster], examples: Mapping[int, Example] | None) -> str:
+        if not clusters:
+            return '<p id="no-clusters" class="note">No duplicates: no cluster.</p>'
+        note = ""
+        if examples is None:
+            examples = {}
+            note = '<p class="note">Texts are not shown: the input was standard input, which cannot be read twice.</p>'
+        rows = []
+        for rank, cluster in enumerate(clusters, start=1):
+            for line in [cluster.original, *cluster.copies]:
+                example = examples.get(line, Example("", ""))
+                copy = line != cluster.original
+                match = f"{self._similarity[line]:.3f} to line {self._match[line]}" if copy else "original"
+                excerpt = example.text[:EXCERPT_CHARACTERS] + ("..." if len(example.text) > EXCERPT_CHARACTERS else "")
+                rows.append([rank, cluster.size, line, example.id, match, excerpt])
+        headers = ["cluster", "documents", "line", "id", "similarity to its match", "text"]
+        return note + html_table(headers, rows, [0, 1, 2], "clusters", prose=[5])
+
+
+def read_examples(lines: Iterable[str], wanted: set[int], id_field: str, text_field: str) -> dict[int, Example]:
+    """The id and original text of each wanted line (numbered from 1) of a JSON-lines input."""
+    found = {}
+    for number, line in enumerate(lines, start=1):
+        if number in wanted:
+            # Checked again before json.loads: the file may have changed since the run.
+            fields = read_json_document(line, id_field, text_field)
+            if isinstance(fields, DocumentFields) and fields.id is not None:
+                found[number] = Example(fields.id, json.loads(line)[text_field])
+    return found
