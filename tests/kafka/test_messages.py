@@ -129,13 +129,14 @@ def test_verdict_value_names_the_source_and_the_parameters() -> None:
     document = read(b'{"id": "b", "text": "t"}')
     assert isinstance(document, InputDocument)
     matched = source_pointer(Source("documents", 1, 2**40 + 3, 0))
-    value = json.loads(verdict_value(Verdict("b", "duplicate", "a", 0.91, matched), document.source, "abcd"))
+    value = json.loads(verdict_value(Verdict("b", "duplicate", "a", 0.91, matched, 2), document.source, "abcd"))
     assert value == {
         "format_version": 2,
         "id": "b",
         "verdict": "duplicate",
         "duplicate_of": "a",
         "similarity": 0.91,
+        "hamming_distance": 2,
         "match_source": {"topic": "documents", "partition": 1, "offset": 2**40 + 3},
         "source": {"topic": "documents", "partition": 2, "offset": 41, "timestamp": 1_700_000_000_000},
         "params_fingerprint": "abcd",
