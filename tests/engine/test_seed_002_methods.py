@@ -18,6 +18,7 @@ from stream_dedup.engine import Detector, Verdict, make_detector
 from stream_dedup.engine.snapshot import load_snapshot, save_snapshot
 from stream_dedup.errors import ConfigError, IncompatibleSnapshotError
 from stream_dedup.sketch.simhash import hamming_distance
+from stream_dedup.text import normalize
 from tests.corpus import make_corpus
 
 SIMHASH = DetectionConfig(method="simhash", max_hamming=3, max_bucket_size=10_000)
@@ -187,3 +188,21 @@ def test_fingerprints_cover_what_the_method_reads_and_nothing_else() -> None:
     )
     weighted = DetectionConfig(method="simhash", simhash_weighting="frequency")
     assert weighted.signature_fingerprint() != DetectionConfig(method="simhash").signature_fingerprint()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    texts=st.lists(st.text(min_size=1, max_size=300).filter(lambda t: normalize(t)), min_size=1, max_size=25),
+    split=st.integers(1, 25),
+)
+def test_any_unicode_text_gets_the_brute_force_simhash_verdict_and_batches_do_not_matter(
+    texts: list[str], split: int
+) -> None:
+    # Any script, length one to hundreds of characters, repeats drawn from the list itself.
+    texts = texts + texts[: len(texts) // 2]
+    whole = run_in_batches(texts, SIMHASH, [len(texts)])
+    assert run_in_batches(texts, SIMHASH, [split]) == whole
+    truth = brute_force_simhash(texts, SIMHASH)
+    assert [v.duplicate_of for v in whole] == [None if t is None else f"d{t[0]}" for t in truth]
+    combined = DetectionConfig(method="combined", max_hamming=6)
+    assert run_in_batches(texts, combined, [split]) == run_in_batches(texts, combined, [len(texts)])
