@@ -37,7 +37,7 @@ from stream_dedup.lsh.band_keys import index_keys
 from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch, SignedBatch
 from stream_dedup.lsh.index import BandIndex, pairs_within_batch
 from stream_dedup.sketch.bit_sketch import bit_agreements, coarsen, estimate_similarity, one_bit_sketches
-from stream_dedup.text import normalize_all
+from stream_dedup.text import fold_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 
 #: Bits of the sequence number in a packed (row, seq) pair key.
@@ -124,7 +124,7 @@ class Detector:
         changelog stores so that a restore need not re-shingle anything.
         """
         if not normalized:
-            texts = normalize_all(texts, self.config.strip_punctuation)
+            texts = fold_all(texts, self.config.strip_punctuation)  # shingling collapses the whitespace
         bits = np.empty((len(texts), self.config.sketch_bits // 8), dtype=np.uint8)
         band_signatures = np.empty((len(texts), self.config.num_perm), dtype=np.uint32)
         sets, rows = [ShingleSets.empty()], [np.empty(0, np.intp)]

@@ -24,7 +24,7 @@ import numpy.typing as npt
 from stream_dedup.errors import ConfigError
 from stream_dedup.sketch.classic import classic_parameters, classic_sketch
 from stream_dedup.sketch.oph import EMPTY, densify, oph_sketch
-from stream_dedup.text import ShingleChunk, Shingling, normalize_all, shingle_chunks
+from stream_dedup.text import ShingleChunk, Shingling, fold_all, shingle_chunks
 from stream_dedup.text.hashing import U64, Uint64Array
 
 Scheme = Literal["oph", "classic"]
@@ -64,10 +64,10 @@ class MinHasher:
 
         Raises :class:`~stream_dedup.errors.InputError` if a text normalises to nothing.
         """
-        return self.finalize(self.sketches(normalize_all(texts, self.shingling.strip_punctuation)))
+        return self.finalize(self.sketches(fold_all(texts, self.shingling.strip_punctuation)))
 
     def sketches(self, normalized: Sequence[str]) -> Uint64Array:
-        """Un-finalised sketches of already-normalised texts: ``(n, num_perm)`` uint64.
+        """Un-finalised sketches of normalised (or just folded) texts: ``(n, num_perm)`` uint64.
 
         Sketches of two texts merge into the sketch of the union of their
         shingle sets by element-wise minimum; OPH sketches may hold ``EMPTY``.

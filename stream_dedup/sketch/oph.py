@@ -67,7 +67,7 @@ def oph_sketch(chunk: ShingleChunk, num_bins: int) -> Uint64Array:
     padding after a row's shingles is ``MAX_U64``, which is ``EMPTY`` and so
     changes no minimum: the grid needs no mask.
     """
-    rows, width = chunk.hashes.shape
+    rows = chunk.hashes.shape[0]
     cells = _bin_of(chunk.hashes, num_bins)
     cells += np.arange(0, rows * num_bins, num_bins, dtype=U64)[:, None]
     sketch = np.full(rows * num_bins, EMPTY, dtype=U64)

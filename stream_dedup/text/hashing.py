@@ -29,6 +29,8 @@ _FMIX_C2 = U64(0xC4CEB9FE1A85EC53)
 _S33 = U64(33)
 
 Uint64Array = npt.NDArray[np.uint64]
+#: Token ids: characters in their code points' dtype, words as 64-bit hashes; all widen to uint64 exactly.
+TokenArray = npt.NDArray[np.uint8] | npt.NDArray[np.uint32] | Uint64Array
 
 
 def fmix64(values: Uint64Array) -> Uint64Array:
@@ -83,12 +85,15 @@ def _geometric(ratio: int, size: int) -> Uint64Array:
 _POWERS = _PowerTable()
 
 
-def prefix_sums(tokens: Uint64Array) -> Uint64Array:
+def prefix_sums(tokens: TokenArray) -> Uint64Array:
     """Prefix sums ``S`` of ``tokens[..., j] * P**j`` along the last axis, with ``S[..., 0] = 0``."""
     length = tokens.shape[-1]
     powers, _ = _POWERS.ensure(length)
-    sums = np.zeros((*tokens.shape[:-1], length + 1), dtype=U64)
-    np.cumsum(tokens * powers, axis=-1, dtype=U64, out=sums[..., 1:])
+    sums = np.empty((*tokens.shape[:-1], length + 1), dtype=U64)
+    sums[..., 0] = 0
+    terms = sums[..., 1:]
+    np.multiply(tokens, powers, out=terms)
+    np.cumsum(terms, axis=-1, out=terms)
     return sums
 
 
@@ -98,7 +103,7 @@ def span_values(sums: Uint64Array, starts: npt.NDArray[np.intp], ends: npt.NDArr
     return (sums[ends] - sums[starts]) * inverses[starts]
 
 
-def window_values(tokens: Uint64Array, lengths: npt.NDArray[np.intp], size: int) -> Uint64Array:
+def window_values(tokens: TokenArray, lengths: npt.NDArray[np.intp], size: int) -> Uint64Array:
     """Polynomial value of every window of ``size`` tokens in each row of a padded grid.
 
     ``tokens`` is ``(rows, L)`` with row ``i`` holding ``lengths[i]`` real tokens
