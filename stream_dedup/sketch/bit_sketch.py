@@ -62,6 +62,9 @@ def coarsen(sketches: npt.NDArray[np.uint64], slots: int) -> npt.NDArray[np.uint
     sketch and the banding signature. (For the classic scheme the minimum of
     ``m`` independent MinHash values is itself a MinHash value.)
     """
-    rows, width = sketches.shape
-    coarsened: npt.NDArray[np.uint64] = sketches.reshape(rows, slots, width // slots).min(axis=2)
+    group = sketches.shape[1] // slots
+    # Element-wise minima of strided columns: a reduction over a short inner axis is three times slower.
+    coarsened = sketches[:, ::group].copy()
+    for member in range(1, group):
+        np.minimum(coarsened, sketches[:, member::group], out=coarsened)
     return coarsened

@@ -97,12 +97,12 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     _attempts_by_probing(attempts, empty, np.flatnonzero(~sparse), offsets)
     # Only the empty bins move: bin i of a row takes bin (i + offsets[attempt]) mod num_bins.
     at = np.flatnonzero(empty)
-    row_start, column = np.divmod(at, num_bins)
-    row_start *= num_bins
-    column += offsets[attempts.reshape(-1)[at]]
-    column[column >= num_bins] -= num_bins
+    offset = offsets[attempts.reshape(-1)[at]]
+    wraps = _column_of(at, num_bins) >= num_bins - offset
+    offset -= num_bins * wraps
+    offset += at
     filled = sketch.copy()
-    filled.reshape(-1)[at] = sketch.reshape(-1)[row_start + column]
+    filled.reshape(-1)[at] = sketch.reshape(-1)[offset]
     return filled
 
 
@@ -194,6 +194,13 @@ def rank_table(num_bins: int, seed: int) -> AttemptArray:
     ranks: AttemptArray = inverse[(bins[:, None] - bins[None, :]) % num_bins].astype(np.int16)
     ranks.flags.writeable = False
     return ranks
+
+
+def _column_of(flat: IntArray, num_bins: int) -> IntArray:
+    """Column of each flat position of a ``(rows, num_bins)`` array: a mask for a power of two, else a modulo."""
+    if num_bins & (num_bins - 1) == 0:
+        return flat & (num_bins - 1)
+    return flat % num_bins
 
 
 def _bin_of(hashes: Uint64Array, num_bins: int) -> Uint64Array:

@@ -35,11 +35,11 @@ TokenArray = npt.NDArray[np.uint8] | npt.NDArray[np.uint32] | Uint64Array
 
 def fmix64(values: Uint64Array) -> Uint64Array:
     """Apply MurmurHash3's 64-bit finaliser to ``values`` in place and return it."""
-    values ^= values >> _S33
-    values *= _FMIX_C1
-    values ^= values >> _S33
-    values *= _FMIX_C2
-    values ^= values >> _S33
+    shifted = np.empty_like(values)  # one scratch array for the three shifts, not three temporaries
+    for multiplier in (_FMIX_C1, _FMIX_C2):
+        values ^= np.right_shift(values, _S33, out=shifted)
+        values *= multiplier
+    values ^= np.right_shift(values, _S33, out=shifted)
     return values
 
 

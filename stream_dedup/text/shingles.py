@@ -97,7 +97,7 @@ def shingle_chunks(texts: Sequence[str], shingling: Shingling, seed: int) -> Ite
     order = np.argsort(bounds, kind="stable")
     seed_key = splitmix64(seed, 1)[0]
     for rows in _chunks(order, bounds[order]):
-        chunk_texts = [texts[i] for i in rows]
+        chunk_texts = [texts[i] for i in rows.tolist()]
         codes, lengths = collapse_whitespace(_code_points("".join(chunk_texts)), _lengths(chunk_texts))
         if not lengths.all():
             require_text("", f"document at batch position {rows[np.argmin(lengths)]}")

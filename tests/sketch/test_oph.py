@@ -1,9 +1,10 @@
-"""The vectorised one-permutation sketch against its definition, one shingle at a time."""
+"""The vectorised one-permutation sketch and its coarsening against their definitions."""
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dedup.sketch.bit_sketch import coarsen
 from stream_dedup.sketch.oph import EMPTY, oph_sketch
 from stream_dedup.text import ShingleChunk
 from stream_dedup.text.hashing import MAX_U64
@@ -34,3 +35,18 @@ def test_each_bin_holds_the_smallest_hash_whose_high_half_falls_in_it(rows: list
             bin_ = ((value >> 32) * num_bins) >> 32
             expected[i, bin_] = min(int(expected[i, bin_]), value)
     assert (oph_sketch(chunk_of(rows), num_bins) == expected).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.integers(1, 5),
+    slots=st.sampled_from([1, 8, 64, 128]),
+    group=st.sampled_from([1, 2, 3, 8]),
+    seed=st.integers(0, 2**32),
+)
+def test_coarse_bins_are_the_minima_of_their_groups_of_fine_bins(rows: int, slots: int, group: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    sketches = rng.integers(0, 2**64, (rows, slots * group), dtype=np.uint64, endpoint=False)
+    sketches[rng.random(sketches.shape) < 0.4] = EMPTY
+    expected = sketches.reshape(rows, slots, group).min(axis=2)
+    assert (coarsen(sketches, slots) == expected).all()
