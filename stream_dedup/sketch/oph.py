@@ -114,23 +114,23 @@ def _attempts_by_probing(
         return
     num_bins = empty.shape[1]
     every_row = rows.size == empty.shape[0]
-    full = ~empty if every_row else ~empty[rows]
-    pending = empty.copy() if every_row else empty[rows]
-    counted = attempts if every_row else np.zeros(pending.shape, dtype=attempts.dtype)
-    probed = np.empty_like(pending)
+    source = empty if every_row else empty[rows]
+    pending = source.copy()
+    passes = np.zeros(pending.shape, dtype=np.uint8)  # bytes, so that counting adds without a cast
     attempt = 0
     while attempt < min(_ROW_PASSES, num_bins - 1) and pending.any():
-        # probed[:, i] = full[:, i + offset]: the bins this attempt looks at, for every bin at once.
+        # Still pending: the bin this attempt probes, i + offset (mod num_bins), is empty too.
         offset = int(offsets[attempt])
-        probed[:, : num_bins - offset] = empty[rows, offset:] if not every_row else empty[:, offset:]
-        probed[:, num_bins - offset :] = empty[rows, :offset] if not every_row else empty[:, :offset]
-        pending &= probed  # still pending: the probed bin is empty too
-        counted += pending  # a bin found on attempt a was still pending after a passes
+        pending[:, : num_bins - offset] &= source[:, offset:]
+        pending[:, num_bins - offset :] &= source[:, :offset]
+        passes += pending.view(np.uint8)  # a bin found on attempt a was still pending after a passes
         attempt += 1
+    counted = attempts if every_row else np.empty(pending.shape, dtype=attempts.dtype)
+    counted[...] = passes
     # A 2-D np.nonzero costs ten times a flat one.
     at_row, at_bin = np.divmod(np.flatnonzero(pending), num_bins)
     while at_row.size:
-        hit = full[at_row, (at_bin + offsets[attempt]) % num_bins]
+        hit = ~source[at_row, (at_bin + offsets[attempt]) % num_bins]
         counted[at_row[hit], at_bin[hit]] = attempt
         at_row, at_bin = at_row[~hit], at_bin[~hit]
         attempt += 1
