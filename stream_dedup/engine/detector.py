@@ -124,12 +124,12 @@ class Detector:
         changelog stores so that a restore need not re-shingle anything.
         """
         if not normalized:
-            texts = fold_all(texts, self.config.strip_punctuation)  # shingling collapses the whitespace
+            texts = fold_all(texts, self.config.strip_punctuation)
         bits = np.empty((len(texts), self.config.sketch_bits // 8), dtype=np.uint8)
         band_signatures = np.empty((len(texts), self.config.num_perm), dtype=np.uint32)
         sets, rows = [ShingleSets.empty()], [np.empty(0, np.intp)]
         # Chunk by chunk, so that each chunk's sketches are finished while they are in cache.
-        for chunk, sketches in self.hasher.sketch_chunks(texts):
+        for chunk, sketches in self.hasher.sketch_chunks(texts, folded=not normalized):
             bits[chunk.rows] = one_bit_sketches(self.hasher.densified(sketches))
             band_signatures[chunk.rows] = self.hasher.finalize(coarsen(sketches, self.config.num_perm))
             if self.exact:

@@ -41,11 +41,11 @@ def normalize(text: str, strip_punctuation: bool = False) -> str:
 
 
 def fold_all(texts: Iterable[str], strip_punctuation: bool = False) -> list[str]:
-    """Fold a batch of documents (see :func:`fold`) for shingling.
+    """Fold a batch of documents (see :func:`fold`) for ``shingle_chunks(..., folded=True)``.
 
-    Shingling collapses whitespace itself, over code points in numpy, and
-    rejects a document left with no text (naming its position), so folding
-    is all that is left to do one string at a time.
+    Shingling then collapses the whitespace, over code points in numpy, and
+    rejects a document left with no text (naming its position): joining a
+    document's split words here would cost as much as hashing its shingles.
     """
     return [fold(text, strip_punctuation) for text in texts]
 

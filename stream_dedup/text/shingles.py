@@ -80,15 +80,19 @@ class ShingleChunk:
     counts: npt.NDArray[np.intp]
 
 
-def shingle_chunks(texts: Sequence[str], shingling: Shingling, seed: int) -> Iterator[ShingleChunk]:
+def shingle_chunks(
+    texts: Sequence[str], shingling: Shingling, seed: int, folded: bool = False
+) -> Iterator[ShingleChunk]:
     """Yield the shingle hashes of ``texts`` in chunks.
 
-    ``texts`` are folded (:func:`~stream_dedup.text.fold`) or already
-    normalised: runs of whitespace are collapsed here, so the shingles are
-    those of the normalised text either way. Every document of ``texts``
-    appears in exactly one chunk. The hash of a shingle depends only on its
-    tokens and ``seed``. Raises :class:`~stream_dedup.errors.InputError`,
-    naming its position, for a document with no text left.
+    ``texts`` are normalised, and their tokens are taken as they are (a
+    fragment's leading space is a token); ``folded=True`` says they are only
+    folded (:func:`~stream_dedup.text.fold_all`), and runs of whitespace are
+    collapsed here, over code points, which is where the normalisation's
+    last step is cheapest. Every document of ``texts`` appears in exactly one
+    chunk. The hash of a shingle depends only on its tokens and ``seed``.
+    Raises :class:`~stream_dedup.errors.InputError`, naming its position,
+    for a document with no text (left).
     """
     # A document has at most as many tokens as code points (words: half of them, rounded up).
     bounds = _lengths(texts)
@@ -98,7 +102,9 @@ def shingle_chunks(texts: Sequence[str], shingling: Shingling, seed: int) -> Ite
     seed_key = splitmix64(seed, 1)[0]
     for rows in _chunks(order, bounds[order]):
         chunk_texts = [texts[i] for i in rows.tolist()]
-        codes, lengths = collapse_whitespace(_code_points("".join(chunk_texts)), _lengths(chunk_texts))
+        codes, lengths = _code_points("".join(chunk_texts)), _lengths(chunk_texts)
+        if folded:
+            codes, lengths = collapse_whitespace(codes, lengths)
         if not lengths.all():
             require_text("", f"document at batch position {rows[np.argmin(lengths)]}")
         tokens, counts = _token_grid(codes, lengths, shingling.unit)
