@@ -98,9 +98,11 @@ def shingle_chunks(
     bounds = _lengths(texts)
     if shingling.unit == "word":
         bounds = (bounds + 1) // 2
-    order = np.argsort(bounds, kind="stable")
+    # ASCII documents chunk apart from the others: their code points stay bytes, four times less to move.
+    ascii_rows = np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
+    order = np.lexsort((bounds, ~ascii_rows))
     seed_key = splitmix64(seed, 1)[0]
-    for rows in _chunks(order, bounds[order]):
+    for rows in _chunks(order, bounds[order], int(np.count_nonzero(ascii_rows))):
         chunk_texts = [texts[i] for i in rows.tolist()]
         codes, lengths = _code_points("".join(chunk_texts)), _lengths(chunk_texts)
         if folded:
@@ -127,11 +129,12 @@ def shingle_set(text: str, shingling: Shingling) -> set[str]:
     return {joiner.join(tokens[i : i + size]) for i in range(len(tokens) - size + 1)}
 
 
-def _chunks(order: IntArray, bounds: IntArray) -> Iterator[IntArray]:
-    """Consecutive runs of ``order`` (rows by ascending token bound ``bounds``), each grid within ``_CHUNK_CELLS``."""
+def _chunks(order: IntArray, bounds: IntArray, split: int) -> Iterator[IntArray]:
+    """Consecutive runs of ``order`` (rows by ascending token bound ``bounds`` before and after ``split``),
+    each grid within ``_CHUNK_CELLS``, none straddling ``split``."""
     start = 0
     while start < order.size:
-        stop = _chunk_end(bounds, start)
+        stop = _chunk_end(bounds[: split if start < split else order.size], start)
         yield order[start:stop]
         start = stop
 
