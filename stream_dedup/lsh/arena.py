@@ -72,9 +72,11 @@ class IdArena:
         return self.bytes.nbytes + self.ends.nbytes
 
     def extend(self, ids: list[str]) -> None:
-        encoded = [doc_id.encode("utf-8") for doc_id in ids]
-        self.bytes.extend(np.frombuffer(b"".join(encoded), dtype=np.uint8))
-        self.ends.extend_ends(np.cumsum([len(e) for e in encoded], dtype=np.uint64))
+        joined = "".join(ids)
+        self.bytes.extend(np.frombuffer(joined.encode("utf-8"), dtype=np.uint8))
+        # ASCII ids (str.isascii is a flag check) are as many bytes as characters: no encoding one by one.
+        lengths = map(len, ids) if joined.isascii() else (len(doc_id.encode("utf-8")) for doc_id in ids)
+        self.ends.extend_ends(np.cumsum(np.fromiter(lengths, dtype=np.uint64, count=len(ids))))
 
     def ids_of(self, local: IntArray) -> list[str]:
         """Ids by local number, in the order asked."""

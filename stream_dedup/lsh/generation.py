@@ -109,8 +109,9 @@ class Generation:
             if signed.shingles is None:
                 raise ValueError("this index keeps shingle sets (exact verification): the batch must carry them")
             self.shingles.extend(signed.shingles)
-        rows, tables = np.nonzero(admit)
-        self.tables.insert(tables, signed.keys[rows, tables], rows + first_local, lambda: self.key_highs.values)
+        entries = np.flatnonzero(admit)  # a 2-D np.nonzero costs ten times a flat one
+        rows, tables = np.divmod(entries, admit.shape[1])
+        self.tables.insert(tables, signed.keys.reshape(-1)[entries], rows + first_local, lambda: self.key_highs.values)
         if batch.event_times.size:
             self.first_event_time = min(self.first_event_time, float(batch.event_times.min()))
             self.last_event_time = max(self.last_event_time, float(batch.event_times.max()))
@@ -137,4 +138,3 @@ class ShingleArena:
 
     def sets(self) -> ShingleSets:
         return ShingleSets(self.values.values, self.ends.values)
-

@@ -178,20 +178,16 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, 
     the batch share that row's key in that band.
     """
     n, bands = keys.shape
-    # Per band, rows grouped by key with rows in order inside each group. A
-    # stable argsort of 64-bit keys is slow (merge sort), so: a fast unstable
-    # argsort finds the groups, then one plain sort of (group, row) pairs,
-    # packed into one integer, puts rows in order within each group.
-    by_band = np.ascontiguousarray(keys.T)
-    by_key = np.argsort(by_band, axis=1)
-    sorted_keys = np.take_along_axis(by_band, by_key, axis=1)
-    new_key = np.ones((bands, n), dtype=bool)
-    new_key[:, 1:] = sorted_keys[:, 1:] != sorted_keys[:, :-1]
+    # Per band, rows grouped by key with rows in order inside each group: one plain sort of
+    # (key, row) pairs packed into one integer (a stable argsort of the keys is a slow merge sort).
     row_bits = U64(max(1, (n - 1).bit_length()))
-    packed = (np.cumsum(new_key, axis=1).astype(U64) << row_bits) | by_key.astype(U64)
+    packed = keys.T.astype(U64, order="C") << row_bits
+    packed |= np.arange(n, dtype=U64)
     packed.sort(axis=1)
     order = (packed & ((U64(1) << row_bits) - U64(1))).astype(np.intp)
-    # Groups keep their places and sizes through the second sort.
+    packed >>= row_bits
+    new_key = np.ones((bands, n), dtype=bool)
+    np.not_equal(packed[:, 1:], packed[:, :-1], out=new_key[:, 1:])
     positions = np.arange(n)
     group_start = np.maximum.accumulate(np.where(new_key, positions, 0), axis=1)
     rank_sorted = positions - group_start
