@@ -126,16 +126,18 @@ class BandTables:
         stored_docs = docs.astype(np.uint32) + np.uint32(1)
         while cell.size:
             used = _used_slots(np.take(fingerprint_rows, cell, axis=0))
-            free = np.flatnonzero(used < BUCKET_SLOTS)
-            target = cell[free] * BUCKET_SLOTS + used[free]
-            flat_docs[target] = stored_docs[free]
-            owned = np.take(flat_docs, target) == stored_docs[free]
-            flat_fingerprints[target[owned]] = fingerprint[free[owned]]
-            placed = np.zeros(cell.size, dtype=bool)
-            placed[free[owned]] = True
             full = used == BUCKET_SLOTS
+            free = np.flatnonzero(~full)
+            target = cell[free] * BUCKET_SLOTS + used[free]
+            writing = stored_docs[free]
+            flat_docs[target] = writing
+            owned = np.take(flat_docs, target) == writing
+            placed = free[owned]
+            flat_fingerprints[target[owned]] = fingerprint[placed]
+            left = np.ones(cell.size, dtype=bool)
+            left[placed] = False
             cell[full] = self._next_cells(cell[full])
-            cell, fingerprint, stored_docs = cell[~placed], fingerprint[~placed], stored_docs[~placed]
+            cell, fingerprint, stored_docs = cell[left], fingerprint[left], stored_docs[left]
 
     def _place_rehashed(self, bands: IntArray, keys: KeyArray, docs: IntArray) -> None:
         """Insert every entry of a smaller table into these empty tables.
