@@ -188,16 +188,18 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, 
     packed >>= row_bits
     new_key = np.ones((bands, n), dtype=bool)
     np.not_equal(packed[:, 1:], packed[:, :-1], out=new_key[:, 1:])
-    positions = np.arange(n)
-    group_start = np.maximum.accumulate(np.where(new_key, positions, 0), axis=1)
-    rank_sorted = positions - group_start
-    ranks = np.empty((bands, n), dtype=np.int64)
-    np.put_along_axis(ranks, order, rank_sorted, axis=1)
-    # Flat index f = band * n + position; only rows with an earlier equal key pair up.
-    sharing = np.flatnonzero(rank_sorted)
-    partners = np.minimum(rank_sorted.ravel()[sharing], max_bucket_size)
+    # Flat index f = band * n + position in the band's sorted order. Only a row that is not
+    # the first under its key has earlier rows sharing it (few, in a stream): the rest is
+    # computed for those alone.
+    flat_order = order.reshape(-1)
+    sharing = np.flatnonzero(~new_key)
+    group_starts = np.flatnonzero(new_key)
+    group_start = group_starts[np.searchsorted(group_starts, sharing, side="right") - 1]
+    rank = sharing - group_start
+    ranks = np.zeros((bands, n), dtype=np.int64)
+    ranks.reshape(-1)[sharing - sharing % n + flat_order[sharing]] = rank
+    partners = np.minimum(rank, max_bucket_size)
     owner = np.repeat(sharing, partners)
     offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
-    partner = owner - owner % n + group_start.ravel()[owner] + offset
-    flat_order = order.ravel()
+    partner = np.repeat(group_start, partners) + offset
     return flat_order[owner], flat_order[partner], ranks.T
