@@ -100,14 +100,23 @@ class BandTables:
         self.entries += per_band
 
     def _grow(self, buckets: int, key_highs_of: KeyHighsOf) -> None:
-        """Rehash every stored entry into tables of ``buckets`` buckets per band."""
-        bands, at, slot = np.nonzero(self.fingerprints)
-        docs = self.docs[bands, at, slot].astype(np.intp) - 1
-        keys = (key_highs_of()[docs, bands].astype(np.uint32) << np.uint32(16)) | self.fingerprints[bands, at, slot]
-        shape = (self.docs.shape[0], buckets, BUCKET_SLOTS)
+        """Rehash every stored entry into tables of ``buckets`` buckets per band.
+
+        A band at a time: its arrays (a million entries at most a few MB)
+        then stay in cache, where the whole tables at once would not.
+        """
+        old_docs, old_fingerprints = self.docs, self.fingerprints
+        shape = (old_docs.shape[0], buckets, BUCKET_SLOTS)
         self.docs = np.zeros(shape, dtype=np.uint32)
         self.fingerprints = np.zeros(shape, dtype=np.uint16)
-        self._place_rehashed(bands, keys, docs)
+        highs = key_highs_of()
+        for band in range(shape[0]):
+            fingerprints = old_fingerprints[band].reshape(-1)
+            at = np.flatnonzero(fingerprints)
+            stored_docs = np.take(old_docs[band].reshape(-1), at)
+            keys = np.take(highs[:, band], stored_docs - 1).astype(np.uint32) << np.uint32(16)
+            keys |= np.take(fingerprints, at)
+            _place_rehashed(self.docs[band], self.fingerprints[band], keys, stored_docs)
 
     def _place(self, bands: IntArray, keys: KeyArray, docs: IntArray) -> None:
         """Insert a batch of entries, each in the first bucket of its probe sequence with a free slot.
@@ -139,38 +148,6 @@ class BandTables:
             cell[full] = self._next_cells(cell[full])
             cell, fingerprint, stored_docs = cell[left], fingerprint[left], stored_docs[left]
 
-    def _place_rehashed(self, bands: IntArray, keys: KeyArray, docs: IntArray) -> None:
-        """Insert every entry of a smaller table into these empty tables.
-
-        Unlike a batch, the entries crowd each bucket, so they are sorted by
-        bucket and each takes the next slot of its group. They come in the
-        order of the smaller table's buckets, so their new buckets are nearly
-        sorted already (home buckets are monotonic in the key), which a stable
-        sort exploits, and no bucket needs reading in the first round.
-        """
-        flat_docs = self.docs.reshape(-1)
-        flat_fingerprints = self.fingerprints.reshape(-1)
-        fingerprint_rows = self.fingerprints.reshape(-1, BUCKET_SLOTS)
-        cell = self._home_cells(bands, keys)
-        fingerprint = _fingerprint(keys)
-        pending = np.arange(keys.size)
-        first_round = True
-        while pending.size:
-            order = np.argsort(cell, kind="stable")
-            pending, cell = pending[order], cell[order]
-            positions = np.arange(cell.size)
-            new_cell = np.ones(cell.size, dtype=bool)
-            new_cell[1:] = cell[1:] != cell[:-1]
-            used = 0 if first_round else _used_slots(np.take(fingerprint_rows, cell, axis=0))
-            first_round = False
-            slot = used + positions - np.maximum.accumulate(np.where(new_cell, positions, 0))
-            fits = slot < BUCKET_SLOTS
-            target = cell[fits] * BUCKET_SLOTS + slot[fits]
-            flat_docs[target] = docs[pending[fits]] + 1
-            flat_fingerprints[target] = fingerprint[pending[fits]]
-            pending = pending[~fits]
-            cell = self._next_cells(cell[~fits])
-
     def _home_cells(self, bands: IntArray, keys: KeyArray) -> IntArray:
         """Row of each entry's home bucket in the tables seen as one ``(bands * buckets, 8)`` array."""
         cell = _home_bucket(keys, self.buckets)
@@ -182,6 +159,45 @@ class BandTables:
         following = cells + 1
         following -= self.buckets * (following % self.buckets == 0)
         return following
+
+
+def _place_rehashed(
+    docs: npt.NDArray[np.uint32],
+    fingerprints: npt.NDArray[np.uint16],
+    keys: KeyArray,
+    stored_docs: npt.NDArray[np.uint32],
+) -> None:
+    """Insert every entry of one band of a smaller table into that band's empty ``(buckets, 8)`` arrays.
+
+    Unlike a batch, the entries crowd each bucket, so they are sorted by
+    bucket and each takes the next slot of its group. They come in the
+    order of the smaller table's buckets, so their new buckets are nearly
+    sorted already (home buckets are monotonic in the key), which a stable
+    sort exploits, and no bucket needs reading in the first round.
+    """
+    buckets = docs.shape[0]
+    flat_docs = docs.reshape(-1)
+    flat_fingerprints = fingerprints.reshape(-1)
+    bucket = _home_bucket(keys, buckets)
+    fingerprint = _fingerprint(keys)
+    pending = np.arange(keys.size)
+    first_round = True
+    while pending.size:
+        order = np.argsort(bucket, kind="stable")
+        pending, bucket = pending[order], bucket[order]
+        positions = np.arange(bucket.size)
+        new_bucket = np.ones(bucket.size, dtype=bool)
+        new_bucket[1:] = bucket[1:] != bucket[:-1]
+        used = 0 if first_round else _used_slots(np.take(fingerprints, bucket, axis=0))
+        first_round = False
+        slot = used + positions - np.maximum.accumulate(np.where(new_bucket, positions, 0))
+        fits = slot < BUCKET_SLOTS
+        target = bucket[fits] * BUCKET_SLOTS + slot[fits]
+        flat_docs[target] = stored_docs[pending[fits]]
+        flat_fingerprints[target] = fingerprint[pending[fits]]
+        pending = pending[~fits]
+        bucket = bucket[~fits] + 1
+        bucket[bucket == buckets] = 0
 
 
 def _used_slots(stored: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint8]:
