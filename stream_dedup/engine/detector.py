@@ -41,7 +41,7 @@ from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.lsh.index import BandIndex, pairs_within_batch
 from stream_dedup.sketch.bit_sketch import bit_agreements, coarsen, estimate_similarity, one_bit_sketches
 from stream_dedup.sketch.simhash import hamming_distance
-from stream_dedup.text import normalize_all
+from stream_dedup.text import fold_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 
 #: Bits of the sequence number in a packed (row, seq) pair key.
@@ -95,13 +95,13 @@ class Detector(DuplicateDetector):
         changelog stores so that a restore need not re-shingle anything.
         """
         if not normalized:
-            texts = normalize_all(texts, self.config.strip_punctuation)
+            texts = fold_all(texts, self.config.strip_punctuation)
         bits = np.empty((len(texts), self.config.sketch_bits // 8), dtype=np.uint8)
         band_signatures = np.empty((len(texts), self.config.num_perm), dtype=np.uint32)
         fingerprints = np.empty(len(texts), dtype=np.uint64) if self.simhasher is not None else None
         sets, rows = [ShingleSets.empty()], [np.empty(0, np.intp)]
         # Chunk by chunk, so that each chunk's sketches are finished while they are in cache.
-        for chunk, sketches in self.hasher.sketch_chunks(texts):
+        for chunk, sketches in self.hasher.sketch_chunks(texts, folded=not normalized):
             bits[chunk.rows] = one_bit_sketches(self.hasher.densified(sketches))
             band_signatures[chunk.rows] = self.hasher.finalize(coarsen(sketches, self.config.num_perm))
             if self.exact:

@@ -185,30 +185,28 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, 
     the batch share that row's key in that band.
     """
     n, bands = keys.shape
-    # Per band, rows grouped by key with rows in order inside each group. A
-    # stable argsort of 64-bit keys is slow (merge sort), so: a fast unstable
-    # argsort finds the groups, then one plain sort of (group, row) pairs,
-    # packed into one integer, puts rows in order within each group.
-    by_band = np.ascontiguousarray(keys.T)
-    by_key = np.argsort(by_band, axis=1)
-    sorted_keys = np.take_along_axis(by_band, by_key, axis=1)
-    new_key = np.ones((bands, n), dtype=bool)
-    new_key[:, 1:] = sorted_keys[:, 1:] != sorted_keys[:, :-1]
+    # Per band, rows grouped by key with rows in order inside each group: one plain sort of
+    # (key, row) pairs packed into one integer (a stable argsort of the keys is a slow merge sort).
     row_bits = U64(max(1, (n - 1).bit_length()))
-    packed = (np.cumsum(new_key, axis=1).astype(U64) << row_bits) | by_key.astype(U64)
+    packed = keys.T.astype(U64, order="C") << row_bits
+    packed |= np.arange(n, dtype=U64)
     packed.sort(axis=1)
     order = (packed & ((U64(1) << row_bits) - U64(1))).astype(np.intp)
-    # Groups keep their places and sizes through the second sort.
-    positions = np.arange(n)
-    group_start = np.maximum.accumulate(np.where(new_key, positions, 0), axis=1)
-    rank_sorted = positions - group_start
-    ranks = np.empty((bands, n), dtype=np.int64)
-    np.put_along_axis(ranks, order, rank_sorted, axis=1)
-    # Flat index f = band * n + position; only rows with an earlier equal key pair up.
-    sharing = np.flatnonzero(rank_sorted)
-    partners = np.minimum(rank_sorted.ravel()[sharing], max_bucket_size)
+    packed >>= row_bits
+    new_key = np.ones((bands, n), dtype=bool)
+    np.not_equal(packed[:, 1:], packed[:, :-1], out=new_key[:, 1:])
+    # Flat index f = band * n + position in the band's sorted order. Only a row that is not
+    # the first under its key has earlier rows sharing it (few, in a stream): the rest is
+    # computed for those alone.
+    flat_order = order.reshape(-1)
+    sharing = np.flatnonzero(~new_key)
+    group_starts = np.flatnonzero(new_key)
+    group_start = group_starts[np.searchsorted(group_starts, sharing, side="right") - 1]
+    rank = sharing - group_start
+    ranks = np.zeros((bands, n), dtype=np.int64)
+    ranks.reshape(-1)[sharing - sharing % n + flat_order[sharing]] = rank
+    partners = np.minimum(rank, max_bucket_size)
     owner = np.repeat(sharing, partners)
     offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
-    partner = owner - owner % n + group_start.ravel()[owner] + offset
-    flat_order = order.ravel()
+    partner = np.repeat(group_start, partners) + offset
     return flat_order[owner], flat_order[partner], ranks.T

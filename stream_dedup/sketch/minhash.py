@@ -24,7 +24,7 @@ import numpy.typing as npt
 from stream_dedup.errors import ConfigError
 from stream_dedup.sketch.classic import classic_parameters, classic_sketch
 from stream_dedup.sketch.oph import EMPTY, densify, oph_sketch
-from stream_dedup.text import ShingleChunk, Shingling, normalize_all, shingle_chunks
+from stream_dedup.text import ShingleChunk, Shingling, fold_all, shingle_chunks
 from stream_dedup.text.hashing import U64, Uint64Array
 
 Scheme = Literal["oph", "classic"]
@@ -64,22 +64,22 @@ class MinHasher:
 
         Raises :class:`~stream_dedup.errors.InputError` if a text normalises to nothing.
         """
-        return self.finalize(self.sketches(normalize_all(texts, self.shingling.strip_punctuation)))
+        return self.finalize(self.sketches(fold_all(texts, self.shingling.strip_punctuation), folded=True))
 
-    def sketches(self, normalized: Sequence[str]) -> Uint64Array:
-        """Un-finalised sketches of already-normalised texts: ``(n, num_perm)`` uint64.
+    def sketches(self, texts: Sequence[str], folded: bool = False) -> Uint64Array:
+        """Un-finalised sketches of normalised texts (folded ones with ``folded=True``): ``(n, num_perm)`` uint64.
 
         Sketches of two texts merge into the sketch of the union of their
         shingle sets by element-wise minimum; OPH sketches may hold ``EMPTY``.
         """
-        sketches = np.empty((len(normalized), self.num_perm), dtype=U64)
-        for chunk, chunk_sketches in self.sketch_chunks(normalized):
+        sketches = np.empty((len(texts), self.num_perm), dtype=U64)
+        for chunk, chunk_sketches in self.sketch_chunks(texts, folded):
             sketches[chunk.rows] = chunk_sketches
         return sketches
 
-    def sketch_chunks(self, normalized: Sequence[str]) -> Iterator[tuple[ShingleChunk, Uint64Array]]:
-        """Shingle hashes and sketches chunk by chunk, for callers that need both."""
-        for chunk in shingle_chunks(normalized, self.shingling, self.seed):
+    def sketch_chunks(self, texts: Sequence[str], folded: bool = False) -> Iterator[tuple[ShingleChunk, Uint64Array]]:
+        """Shingle hashes and sketches chunk by chunk, for callers that need both (see :func:`shingle_chunks`)."""
+        for chunk in shingle_chunks(texts, self.shingling, self.seed, folded):
             yield chunk, self.sketch_chunk(chunk)
 
     def sketch_chunk(self, chunk: ShingleChunk) -> Uint64Array:

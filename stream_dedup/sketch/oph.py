@@ -61,20 +61,18 @@ AttemptArray = npt.NDArray[np.int16]
 def oph_sketch(chunk: ShingleChunk, num_bins: int) -> Uint64Array:
     """Per-bin minimum shingle hash of every document of ``chunk``: ``(n, num_bins)``.
 
-    Bins are ranges of the hash's high 32 bits (``bin = hi * num_bins >> 32``),
-    which is monotonic in the hash, so after sorting a row the first entry of
-    each bin is that bin's minimum.
+    Bins are ranges of the hash's high 32 bits (``bin = hi * num_bins >> 32``).
+    Every cell of the chunk's grid goes to its bin by one unbuffered
+    ``np.minimum.at``, about eight times cheaper than sorting each row. The
+    padding after a row's shingles is ``MAX_U64``, which is ``EMPTY`` and so
+    changes no minimum: the grid needs no mask.
     """
-    hashes = np.sort(chunk.hashes, axis=1)
-    bins = _bin_of(hashes, num_bins)
-    first = np.empty(hashes.shape, dtype=bool)
-    first[:, 0] = True
-    np.not_equal(bins[:, 1:], bins[:, :-1], out=first[:, 1:])
-    first &= np.arange(hashes.shape[1]) < chunk.counts[:, None]
-    rows, cols = np.nonzero(first)
-    sketch = np.full((hashes.shape[0], num_bins), EMPTY, dtype=U64)
-    sketch[rows, bins[rows, cols].astype(np.intp)] = hashes[rows, cols]
-    return sketch
+    rows = chunk.hashes.shape[0]
+    cells = _bin_of(chunk.hashes, num_bins)
+    cells += np.arange(0, rows * num_bins, num_bins, dtype=U64)[:, None]
+    sketch = np.full(rows * num_bins, EMPTY, dtype=U64)
+    np.minimum.at(sketch, cells.view(np.intp).reshape(-1), chunk.hashes.reshape(-1))
+    return sketch.reshape(rows, num_bins)
 
 
 def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
@@ -84,7 +82,7 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     least one shingle). Rows with fewer than ``num_bins / 4`` non-empty bins
     take the lowest-rank fill, the others row passes then walking; all give
     the same result: for each empty bin, the attempt on which it finds its
-    source, from which one gather fills the whole sketch.
+    source, from which one gather fills the empty bins.
     """
     empty = sketch == EMPTY
     if not empty.any():
@@ -97,13 +95,14 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     if sparse.any():
         _attempts_by_rank(attempts, empty, np.flatnonzero(sparse), rank_table(num_bins, seed))
     _attempts_by_probing(attempts, empty, np.flatnonzero(~sparse), offsets)
-    # The source of bin i is bin i + offsets[attempt] (mod num_bins), read from the row written
-    # twice over so that no modulo is needed; full bins keep their own value.
-    flat = offsets[attempts]
-    flat *= empty
-    flat += np.arange(0, 2 * rows * num_bins, 2 * num_bins)[:, None]
-    flat += np.arange(num_bins)
-    filled: Uint64Array = np.take(np.concatenate((sketch, sketch), axis=1).reshape(-1), flat)
+    # Only the empty bins move: bin i of a row takes bin (i + offsets[attempt]) mod num_bins.
+    at = np.flatnonzero(empty)
+    offset = offsets[attempts.reshape(-1)[at]]
+    wraps = _column_of(at, num_bins) >= num_bins - offset
+    offset -= num_bins * wraps
+    offset += at
+    filled = sketch.copy()
+    filled.reshape(-1)[at] = sketch.reshape(-1)[offset]
     return filled
 
 
@@ -115,22 +114,23 @@ def _attempts_by_probing(
         return
     num_bins = empty.shape[1]
     every_row = rows.size == empty.shape[0]
-    full = ~empty if every_row else ~empty[rows]
-    pending = empty.copy() if every_row else empty[rows]
-    counted = attempts if every_row else np.zeros(pending.shape, dtype=attempts.dtype)
-    probed = np.empty_like(pending)
+    source = empty if every_row else empty[rows]
+    pending = source.copy()
+    passes = np.zeros(pending.shape, dtype=np.uint8)  # bytes, so that counting adds without a cast
     attempt = 0
     while attempt < min(_ROW_PASSES, num_bins - 1) and pending.any():
-        # probed[:, i] = full[:, i + offset]: the bins this attempt looks at, for every bin at once.
+        # Still pending: the bin this attempt probes, i + offset (mod num_bins), is empty too.
         offset = int(offsets[attempt])
-        probed[:, : num_bins - offset] = empty[rows, offset:] if not every_row else empty[:, offset:]
-        probed[:, num_bins - offset :] = empty[rows, :offset] if not every_row else empty[:, :offset]
-        pending &= probed  # still pending: the probed bin is empty too
-        counted += pending  # a bin found on attempt a was still pending after a passes
+        pending[:, : num_bins - offset] &= source[:, offset:]
+        pending[:, num_bins - offset :] &= source[:, :offset]
+        passes += pending.view(np.uint8)  # a bin found on attempt a was still pending after a passes
         attempt += 1
-    at_row, at_bin = np.nonzero(pending)
+    counted = attempts if every_row else np.empty(pending.shape, dtype=attempts.dtype)
+    counted[...] = passes
+    # A 2-D np.nonzero costs ten times a flat one.
+    at_row, at_bin = np.divmod(np.flatnonzero(pending), num_bins)
     while at_row.size:
-        hit = full[at_row, (at_bin + offsets[attempt]) % num_bins]
+        hit = ~source[at_row, (at_bin + offsets[attempt]) % num_bins]
         counted[at_row[hit], at_bin[hit]] = attempt
         at_row, at_bin = at_row[~hit], at_bin[~hit]
         attempt += 1
@@ -196,6 +196,18 @@ def rank_table(num_bins: int, seed: int) -> AttemptArray:
     return ranks
 
 
-def _bin_of(hashes: Uint64Array, num_bins: int) -> npt.NDArray[np.uint64]:
-    """Map hashes to ``[0, num_bins)`` by their high 32 bits (Lemire's fast range)."""
+def _column_of(flat: IntArray, num_bins: int) -> IntArray:
+    """Column of each flat position of a ``(rows, num_bins)`` array: a mask for a power of two, else a modulo."""
+    if num_bins & (num_bins - 1) == 0:
+        return flat & (num_bins - 1)
+    return flat % num_bins
+
+
+def _bin_of(hashes: Uint64Array, num_bins: int) -> Uint64Array:
+    """Map hashes to ``[0, num_bins)`` by their high 32 bits (Lemire's fast range).
+
+    For a power of two ``2**m`` that is exactly the top ``m`` bits, one shift.
+    """
+    if num_bins & (num_bins - 1) == 0:
+        return hashes >> U64(64 - num_bins.bit_length() + 1)
     return ((hashes >> U64(32)) * U64(num_bins)) >> U64(32)

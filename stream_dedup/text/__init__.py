@@ -1,6 +1,6 @@
 """Text layer: normalisation, shingling and the hashing of shingles to integers."""
 
-from stream_dedup.text.normalize import fold, normalize, normalize_all, require_text
+from stream_dedup.text.normalize import fold, fold_all, normalize, normalize_all, require_text
 from stream_dedup.text.shingles import (
     ShingleChunk,
     ShingleUnit,
@@ -14,6 +14,7 @@ __all__ = [
     "ShingleUnit",
     "Shingling",
     "fold",
+    "fold_all",
     "normalize",
     "normalize_all",
     "require_text",

@@ -40,6 +40,16 @@ def normalize(text: str, strip_punctuation: bool = False) -> str:
     return " ".join(fold(text, strip_punctuation).split())
 
 
+def fold_all(texts: Iterable[str], strip_punctuation: bool = False) -> list[str]:
+    """Fold a batch of documents (see :func:`fold`) for ``shingle_chunks(..., folded=True)``.
+
+    Shingling then collapses the whitespace, over code points in numpy, and
+    rejects a document left with no text (naming its position): joining a
+    document's split words here would cost as much as hashing its shingles.
+    """
+    return [fold(text, strip_punctuation) for text in texts]
+
+
 def normalize_all(texts: Iterable[str], strip_punctuation: bool = False) -> list[str]:
     """Normalise a batch of documents, rejecting any that normalise to nothing."""
     return [

@@ -12,6 +12,7 @@ padded 2-D grid, so every step is a numpy operation over the chunk and the
 chunk stays in cache.
 """
 
+import bisect
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -23,6 +24,7 @@ from stream_dedup.errors import ConfigError
 from stream_dedup.text.hashing import (
     MAX_U64,
     U64,
+    TokenArray,
     Uint64Array,
     fmix64,
     prefix_sums,
@@ -31,8 +33,11 @@ from stream_dedup.text.hashing import (
     window_counts,
     window_values,
 )
+from stream_dedup.text.normalize import require_text
+from stream_dedup.text.whitespace import CodeArray, IntArray, collapse_whitespace
 
 ShingleUnit = Literal["char", "word"]
+_SPACE = ord(" ")
 
 #: Grid cells (documents x tokens) per chunk: about 1 MiB of uint64, cache-sized.
 _CHUNK_CELLS = 1 << 17
@@ -75,31 +80,42 @@ class ShingleChunk:
     counts: npt.NDArray[np.intp]
 
 
-def shingle_chunks(texts: Sequence[str], shingling: Shingling, seed: int) -> Iterator[ShingleChunk]:
-    """Yield the shingle hashes of already-normalised, non-empty ``texts`` in chunks.
+def shingle_chunks(
+    texts: Sequence[str], shingling: Shingling, seed: int, folded: bool = False
+) -> Iterator[ShingleChunk]:
+    """Yield the shingle hashes of ``texts`` in chunks.
 
-    Every document of ``texts`` appears in exactly one chunk. The hash of a
-    shingle depends only on its tokens and ``seed``.
+    ``texts`` are normalised, and their tokens are taken as they are (a
+    fragment's leading space is a token); ``folded=True`` says they are only
+    folded (:func:`~stream_dedup.text.fold_all`), and runs of whitespace are
+    collapsed here, over code points, which is where the normalisation's
+    last step is cheapest. Every document of ``texts`` appears in exactly one
+    chunk. The hash of a shingle depends only on its tokens and ``seed``.
+    Raises :class:`~stream_dedup.errors.InputError`, naming its position,
+    for a document with no text (left).
     """
-    lengths = np.fromiter((_token_count(text, shingling.unit) for text in texts), dtype=np.intp, count=len(texts))
-    order = np.argsort(lengths, kind="stable")
+    # A document has at most as many tokens as code points (words: half of them, rounded up).
+    bounds = _lengths(texts)
+    if shingling.unit == "word":
+        bounds = (bounds + 1) // 2
+    # ASCII documents chunk apart from the others: their code points stay bytes, four times less to move.
+    ascii_rows = np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
+    order = np.lexsort((bounds, ~ascii_rows))
     seed_key = splitmix64(seed, 1)[0]
-    start = 0
-    while start < len(order):
-        # Rows are sorted by length, so the last row of a chunk is its widest.
-        stop = start + 1
-        while stop < len(order) and (stop - start + 1) * lengths[order[stop]] <= _CHUNK_CELLS:
-            stop += 1
-        rows = order[start:stop]
-        chunk_texts = [texts[i] for i in rows]
-        tokens = _token_grid(chunk_texts, lengths[rows], shingling.unit)
-        hashes = window_values(tokens, lengths[rows], shingling.size)
+    for rows in _chunks(order, bounds[order], int(np.count_nonzero(ascii_rows))):
+        chunk_texts = [texts[i] for i in rows.tolist()]
+        codes, lengths = _code_points("".join(chunk_texts)), _lengths(chunk_texts)
+        if folded:
+            codes, lengths = collapse_whitespace(codes, lengths)
+        if not lengths.all():
+            require_text("", f"document at batch position {rows[np.argmin(lengths)]}")
+        tokens, counts = _token_grid(codes, lengths, shingling.unit)
+        hashes = window_values(tokens, counts, shingling.size)
         hashes ^= seed_key
         fmix64(hashes)
-        counts = window_counts(lengths[rows], shingling.size)
-        hashes[np.arange(hashes.shape[1]) >= counts[:, None]] = MAX_U64
-        yield ShingleChunk(rows=rows, hashes=hashes, counts=counts)
-        start = stop
+        windows = window_counts(counts, shingling.size)
+        hashes[np.arange(hashes.shape[1]) >= windows[:, None]] = MAX_U64
+        yield ShingleChunk(rows=rows, hashes=hashes, counts=windows)
 
 
 def shingle_set(text: str, shingling: Shingling) -> set[str]:
@@ -113,36 +129,69 @@ def shingle_set(text: str, shingling: Shingling) -> set[str]:
     return {joiner.join(tokens[i : i + size]) for i in range(len(tokens) - size + 1)}
 
 
-def _token_count(text: str, unit: ShingleUnit) -> int:
-    return len(text) if unit == "char" else text.count(" ") + 1
+def _chunks(order: IntArray, bounds: IntArray, split: int) -> Iterator[IntArray]:
+    """Consecutive runs of ``order`` (rows by ascending token bound ``bounds`` before and after ``split``),
+    each grid within ``_CHUNK_CELLS``, none straddling ``split``."""
+    start = 0
+    while start < order.size:
+        stop = _chunk_end(bounds[: split if start < split else order.size], start)
+        yield order[start:stop]
+        start = stop
 
 
-def _code_points(text: str) -> npt.NDArray[np.uint32] | npt.NDArray[np.uint8]:
-    # ASCII text (the common case) encodes four times smaller and faster.
+def _chunk_end(bounds: IntArray, start: int) -> int:
+    """End of the run from ``start``: rows ``start .. stop - 1`` take ``(stop - start) * bounds[stop - 1]``
+    cells, which grows with ``stop``, so a binary search finds the last that fits (at least one row)."""
+    past = bisect.bisect_right(
+        range(bounds.size + 1), _CHUNK_CELLS, lo=start + 1, key=lambda stop: (stop - start) * int(bounds[stop - 1])
+    )
+    return max(past - 1, start + 1)
+
+
+def _lengths(texts: Sequence[str]) -> IntArray:
+    return np.fromiter(map(len, texts), dtype=np.intp, count=len(texts))
+
+
+def _code_points(text: str) -> CodeArray:
+    # ASCII text (the common case) encodes four times smaller and faster; uint8 codes are always ASCII.
     if text.isascii():
         return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
     return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
 
 
-def _token_grid(texts: list[str], lengths: npt.NDArray[np.intp], unit: ShingleUnit) -> Uint64Array:
-    """Lay the tokens of ``texts`` out as a zero-padded ``(n, max length)`` grid of non-zero ids."""
+def _token_grid(codes: CodeArray, lengths: IntArray, unit: ShingleUnit) -> tuple[TokenArray, IntArray]:
+    """The tokens of documents laid out as a zero-padded ``(n, most tokens)`` grid of non-zero ids, and their counts.
+
+    ``codes`` are the documents' collapsed code points back to back,
+    ``lengths[i]`` of them for document ``i``. Character ids keep the code
+    points' small dtype, so the grid costs a byte a cell for ASCII.
+    """
     if unit == "char":
-        # +1 keeps every real token non-zero, distinct from padding.
-        flat = _code_points("".join(texts)).astype(U64) + U64(1)
+        flat: TokenArray = codes + codes.dtype.type(1)  # +1 keeps every real token non-zero, distinct from padding
+        counts = lengths
     else:
-        flat = _word_tokens(" ".join(texts))
-    grid = np.zeros((len(texts), int(lengths.max())), dtype=U64)
-    grid[np.arange(grid.shape[1]) < lengths[:, None]] = flat
-    return grid
+        flat, counts = _word_tokens(codes, lengths)
+    grid = np.zeros((lengths.size, int(counts.max())), dtype=flat.dtype)
+    grid[np.arange(grid.shape[1]) < counts[:, None]] = flat
+    return grid, counts
 
 
-def _word_tokens(joined: str) -> Uint64Array:
-    """One non-zero 64-bit id per space-separated word of ``joined``."""
-    points = _code_points(joined)
-    spaces = np.flatnonzero(points == ord(" "))
-    starts = np.concatenate(([0], spaces + 1))
-    ends = np.concatenate((spaces, [points.size]))
-    sums = prefix_sums(points.astype(U64) + U64(1))
-    words = fmix64(span_values(sums, starts, ends))
+def _word_tokens(codes: CodeArray, lengths: IntArray) -> tuple[Uint64Array, IntArray]:
+    """One non-zero 64-bit id per space-separated word of each document, and each document's word count.
+
+    Collapsed text has no empty words: a word starts at its document's start
+    or after a space, and ends before a space or at its document's end.
+    """
+    space = codes == _SPACE
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    first = np.zeros(codes.size, dtype=bool)
+    first[starts] = True
+    first[1:] |= space[:-1]
+    last = np.zeros(codes.size, dtype=bool)
+    last[ends - 1] = True
+    last[:-1] |= space[1:]
+    sums = prefix_sums(codes.astype(U64) + U64(1))
+    words = fmix64(span_values(sums, np.flatnonzero(first), np.flatnonzero(last) + 1))
     words |= U64(1)
-    return words
+    return words, np.add.reduceat(space, starts, dtype=np.intp) + 1
