@@ -88,10 +88,10 @@ class Detector(DuplicateDetector):
         self.last_batch_candidates = np.zeros(0, dtype=np.int64)
 
     def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
-        """One-bit sketches and index keys of ``texts``; their shingle sets with exact verification,
-        their SimHash fingerprints with the combined method.
+        """One-bit sketches and index keys of ``texts`` (and shingle sets, or SimHash fingerprints, if kept).
 
-        What :meth:`process_signed` takes, and what the Kafka stage's
+        Shingle sets come with exact verification, fingerprints with the
+        combined method. What :meth:`process_signed` takes, and what the Kafka stage's
         changelog stores so that a restore need not re-shingle anything.
         """
         if not normalized:
