@@ -17,7 +17,7 @@ the costly set intersections go only to plausible pairs; and candidates are
 verified in rounds of bounded size, so that a low threshold, which brings
 many candidates, costs time but never unbounded memory.
 
-Signing a document takes one sort of its shingle hashes: the one-permutation
+Signing a document takes one pass over its shingle hashes: the one-permutation
 sketch of ``sketch_bits`` bins gives the stored one-bit verification sketch,
 and the same bins, grouped, the ``num_perm``-slot banding signature whose
 full 32-bit values make the band keys.
