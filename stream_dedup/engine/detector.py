@@ -20,7 +20,7 @@ beside each sketch and accepts a verified pair only if the fingerprints also
 lie within ``max_hamming`` bits: two independent views of the text must both
 agree, which removes false positives that one of them alone lets through.
 
-Signing a document takes one sort of its shingle hashes: the one-permutation
+Signing a document takes one pass over its shingle hashes: the one-permutation
 sketch of ``sketch_bits`` bins gives the stored one-bit verification sketch,
 and the same bins, grouped, the ``num_perm``-slot banding signature whose
 full 32-bit values make the band keys.

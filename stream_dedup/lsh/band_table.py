@@ -80,9 +80,11 @@ class BandTables:
             query = match // BUCKET_SLOTS
             found_query.append(pending[query])
             found_doc.append(np.take(flat_docs, cell[query] * BUCKET_SLOTS + match % BUCKET_SLOTS).astype(np.intp) - 1)
-            # Only a full bucket can have overflowed into the next one.
-            full = stored[:, -1] != 0
-            pending, cell, fingerprint = pending[full], self._next_cells(cell[full]), fingerprint[full]
+            # Only a full bucket can have overflowed into the next one. (Index arrays, not masks:
+            # taking a fifth of the entries three times, np.take is three times faster.)
+            going_on = np.flatnonzero(stored[:, -1])
+            pending, fingerprint = np.take(pending, going_on), np.take(fingerprint, going_on)
+            cell = self._next_cells(np.take(cell, going_on))
         return np.concatenate(found_query), np.concatenate(found_doc)
 
     def insert(self, bands: IntArray, keys: KeyArray, docs: IntArray, key_highs_of: KeyHighsOf) -> None:
@@ -136,17 +138,17 @@ class BandTables:
         while cell.size:
             used = _used_slots(np.take(fingerprint_rows, cell, axis=0))
             full = used == BUCKET_SLOTS
-            free = np.flatnonzero(~full)
-            target = cell[free] * BUCKET_SLOTS + used[free]
-            writing = stored_docs[free]
+            free, blocked = np.flatnonzero(~full), np.flatnonzero(full)
+            target = np.take(cell, free) * BUCKET_SLOTS + np.take(used, free)
+            writing = np.take(stored_docs, free)
             flat_docs[target] = writing
             owned = np.take(flat_docs, target) == writing
-            placed = free[owned]
-            flat_fingerprints[target[owned]] = fingerprint[placed]
-            left = np.ones(cell.size, dtype=bool)
-            left[placed] = False
-            cell[full] = self._next_cells(cell[full])
-            cell, fingerprint, stored_docs = cell[left], fingerprint[left], stored_docs[left]
+            flat_fingerprints[target[owned]] = np.take(fingerprint, free[owned])
+            # Entries that lost their slot try again in its bucket; those whose bucket was full, in the next.
+            lost = free[~owned]
+            cell = np.concatenate((np.take(cell, lost), self._next_cells(np.take(cell, blocked))))
+            left = np.concatenate((lost, blocked))
+            fingerprint, stored_docs = np.take(fingerprint, left), np.take(stored_docs, left)
 
     def _home_cells(self, bands: IntArray, keys: KeyArray) -> IntArray:
         """Row of each entry's home bucket in the tables seen as one ``(bands * buckets, 8)`` array."""

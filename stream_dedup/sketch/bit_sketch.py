@@ -67,7 +67,7 @@ def coarsen(sketches: npt.NDArray[np.uint64], slots: int) -> npt.NDArray[np.uint
 
     A bin of ``K`` is the range of hashes whose ``bin = hi * K >> 32``, so bin
     ``j`` of ``K / m`` is exactly bins ``j*m .. j*m + m - 1`` of ``K``, and its
-    minimum is theirs: one sort per document gives both the verification
+    minimum is theirs: one pass over the shingles gives both the verification
     sketch and the banding signature. (For the classic scheme the minimum of
     ``m`` independent MinHash values is itself a MinHash value.)
     """

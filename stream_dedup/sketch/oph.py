@@ -5,7 +5,7 @@ Zhang, 2012) hashes it once: the 64-bit hash range is cut into ``num_perm``
 equal bins, and each bin keeps the smallest hash that falls into it. Each bin
 is then a MinHash of the shingles that land there, and two documents agree on
 a bin with probability equal to their Jaccard similarity, for a cost of one
-sort per document instead of ``num_perm`` passes.
+pass over the shingles (each goes to its bin) instead of ``num_perm``.
 
 A bin no shingle landed in is empty, and is filled with the value of the
 first non-empty bin along a probe sequence that depends only on the bin
