@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 
+from stream_dedup.cli.containment_plan import containment_plan_lines
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.records import Record, read_records
 from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
@@ -18,7 +19,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         "params",
         help="show the LSH banding chosen for a threshold, and measure it on a sample",
         description="Print bands and rows per band, the S-curve, false positive/negative "
-        "probabilities and, with --sample, precision and recall against exact Jaccard.",
+        "probabilities, with --containment-threshold the containment banding, size partitions and "
+        "recall, and, with --sample, precision and recall against exact Jaccard.",
     )
     parser.add_argument("--sample", help="JSON-lines file of {id, text} to measure precision and recall on")
     parser.add_argument("--sample-limit", type=int, default=5000, help="documents of the sample used (default 5000)")
@@ -33,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
         _print_banding(config)
     if config.uses_simhash:
         _print_hamming_layout(config)
+    for line in containment_plan_lines(config):
+        print(line)
     if args.sample:
         _print_sample_accuracy(args.sample, args.sample_limit, config)
     return 0

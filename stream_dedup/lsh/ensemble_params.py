@@ -148,6 +148,23 @@ class ProbePlan:
 
 
 @dataclass(frozen=True)
+class PartitionProbe:
+    """One partition a query probes: its sizes, the bands it gets, and what they guarantee.
+
+    ``lowest_jaccard`` is that of a pair at the threshold with the size in
+    the partition farthest from the query's, and ``recall`` the chance that
+    such a pair is a candidate (at least ``min_recall`` unless the stored
+    banding has too few bands).
+    """
+
+    smallest: int
+    largest: int
+    bands: int
+    lowest_jaccard: float
+    recall: float
+
+
+@dataclass(frozen=True)
 class EnsembleParameters:
     """Containment search parameters: threshold, largest size ratio, stored banding and partitions.
 
@@ -193,7 +210,22 @@ class EnsembleParameters:
         (the implied Jaccard falls as the sizes move apart, so it is lowest
         at one of the two ends).
         """
-        q = np.asarray(query_sizes, dtype=np.float64)
+        first, jaccard = self._lowest_jaccard(np.asarray(query_sizes, dtype=np.float64))
+        return ProbePlan(first, np.where(jaccard > 0, self.bands_for(jaccard), 0))
+
+    def partition_plan(self, query_size: int) -> list[PartitionProbe]:
+        """What a query of ``query_size`` shingles does in each partition it probes (``params`` shows it)."""
+        first, jaccard = self._lowest_jaccard(np.array([float(query_size)]))
+        plan = []
+        for offset, lowest in enumerate(jaccard[0].tolist()):
+            if lowest > 0:
+                bands = int(self.bands_for(lowest))
+                recall = float(BandParameters(bands, self.banding.rows_per_band).collision_probability(lowest))
+                plan.append(PartitionProbe(*self.partitions.bounds(int(first[0]) + offset), bands, lowest, recall))
+        return plan
+
+    def _lowest_jaccard(self, q: npt.NDArray[np.float64]) -> tuple[IntArray, npt.NDArray[np.float64]]:
+        """Each query's first partition probed, and the lowest implied Jaccard in it and the next ones (0: none)."""
         lower = self.partitions.lower
         low = np.maximum(np.floor(q / self.max_ratio), 1.0)
         high = np.minimum(np.ceil(q * self.max_ratio), float(lower[-1] - 1))
@@ -206,7 +238,7 @@ class EnsembleParameters:
         smallest = np.maximum(lower[partitions], low[:, None])
         largest = np.minimum(lower[partitions + 1] - 1, high[:, None])
         jaccard = np.minimum(self._implied(q[:, None], smallest), self._implied(q[:, None], largest))
-        return ProbePlan(first, np.where(probed, self.bands_for(jaccard), 0))
+        return first, np.where(probed, jaccard, 0.0)
 
     def recall_at(self, ratio: float) -> float:
         """Candidate probability of a pair at the threshold whose sizes differ by ``ratio`` (all bands)."""
