@@ -21,7 +21,7 @@ BATCH_SIZE = 4096
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     parser = subparsers.add_parser(
         "dedup",
-        help="mark each record of a JSON-lines file unique or duplicate",
+        help="mark each record of a JSON-lines file unique or duplicate (or contained / contains)",
         description='Read {"id", "text"} records and write one verdict line per record, in input order.',
     )
     parser.add_argument("input", help="JSON-lines input file, or - for standard input")
