@@ -149,10 +149,11 @@ def test_exact_verification_reports_only_true_containment_with_its_exact_value()
     assert len(found) / len(positives) >= 0.97
 
 
-def test_containment_changes_no_duplicate_verdict() -> None:
+@pytest.mark.parametrize("method", ["minhash", "combined"])
+def test_containment_changes_no_duplicate_verdict(method: str) -> None:
     documents = planted_stream()
-    without = judge(DetectionConfig(), documents)
-    with_containment = judge(CONTAINMENT, documents)
+    without = judge(DetectionConfig(method=method), documents)  # type: ignore[arg-type]
+    with_containment = judge(DetectionConfig(method=method, containment_threshold=0.8), documents)  # type: ignore[arg-type]
     changed = 0
     for plain, extended in zip(without, with_containment, strict=True):
         if plain.verdict == "duplicate":
