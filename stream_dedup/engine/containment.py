@@ -99,9 +99,9 @@ class BestContainments:
 class ContainmentSearch:
     """Finds, for a batch's documents that are not near-duplicates, their best containment match.
 
-    It signs (set sizes and containment band keys), searches (partitioned
-    probes, in-batch pairs, verification) and says what the batch adds to
-    the containment tables; the :class:`~stream_dedup.engine.detector.Detector`
+    It signs (set sizes and containment band keys), searches (probes planned
+    by size partition, in-batch pairs, verification) and says what the batch
+    adds to the containment tables; the :class:`~stream_dedup.engine.detector.Detector`
     calls it between judging a batch and storing it.
     """
 
@@ -145,30 +145,36 @@ class ContainmentSearch:
         asking = query_of[probe_rows[lookup.probes]] >= 0
         asked, seqs = lookup.probes[asking], lookup.seqs[asking]
         rows = probe_rows[asked]
-        stored_partitions = partitions.of(set_sizes_of(self.index, seqs))
-        planned = probe_bands[asked] < plan.bands_at(query_of[rows], stored_partitions)
+        stored_sizes = set_sizes_of(self.index, seqs)
+        planned = probe_bands[asked] < plan.bands_at(query_of[rows], partitions.of(stored_sizes))
         batch_rows, earlier_rows, shared_bands = earlier_rows_sharing_keys(signature.keys, admit, queries)
-        earlier_partitions = partitions.of(signature.sizes[earlier_rows])
-        planned_in_batch = shared_bands < plan.bands_at(query_of[batch_rows], earlier_partitions)
+        earlier_sizes = signature.sizes[earlier_rows]
+        planned_in_batch = shared_bands < plan.bands_at(query_of[batch_rows], partitions.of(earlier_sizes))
         best = self._verify(
             batch.signed,
+            signature.sizes,
             np.concatenate((rows[planned], batch_rows[planned_in_batch])),
             np.concatenate((seqs[planned], earlier_rows[planned_in_batch].astype(np.int64) + first_seq)),
+            np.concatenate((stored_sizes[planned], earlier_sizes[planned_in_batch])),
             first_seq,
         )
         return best, ContainmentEntries(signature.sizes, signature.keys, admit)
 
     def _verify(
-        self, batch: SignedBatch, rows: IntArray, seqs: npt.NDArray[np.int64], first_seq: int
+        self,
+        batch: SignedBatch,
+        sizes: npt.NDArray[np.uint32],
+        rows: IntArray,
+        seqs: npt.NDArray[np.int64],
+        other_sizes: npt.NDArray[np.uint32],
+        first_seq: int,
     ) -> BestContainments:
-        """Containment of every candidate pair both ways, and each row's best match."""
+        """Containment of every candidate pair (a pair may come more than once) both ways, and each row's best."""
         n = len(batch)
-        pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
+        pairs, firsts = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs, return_index=True)
         rows = (pairs >> _SEQ_BITS).astype(np.intp)
         seqs = pairs & ((1 << _SEQ_BITS) - 1)
-        assert batch.containment is not None
-        sizes = batch.containment.sizes
-        other_sizes = earlier_values(sizes, lambda s: set_sizes_of(self.index, s), seqs, first_seq)
+        other_sizes = other_sizes[firsts]
         judged = self.parameters.judged(sizes[rows], other_sizes)
         rows, seqs, other_sizes = rows[judged], seqs[judged], other_sizes[judged]
         row_share, other_share, similarity = np.empty(rows.size), np.empty(rows.size), np.empty(rows.size)
