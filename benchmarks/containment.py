@@ -81,6 +81,7 @@ class Relations:
 def exact_containment(sets: Sequence[set[str]], threshold: float, max_ratio: float) -> list[Relations]:
     """Every document's containment relations to earlier documents, exactly, by prefix filtering both ways."""
     ranked = rarest_first(sets)
+    members = [frozenset(shingles.tolist()) for shingles in ranked]  # hashed intersections beat sorted ones here
     holding: defaultdict[int, list[int]] = defaultdict(list)  # shingle rank -> documents that have it
     prefixed: defaultdict[int, list[int]] = defaultdict(list)  # shingle rank -> documents whose prefix has it
     relations = []
@@ -96,7 +97,7 @@ def exact_containment(sets: Sequence[set[str]], threshold: float, max_ratio: flo
             x = ranked[j].size
             if max(q, x) > max_ratio * min(q, x):
                 continue
-            shared = np.intersect1d(shingles, ranked[j], assume_unique=True).size
+            shared = len(members[i] & members[j])
             if shared >= threshold * q:
                 held_by[j] = shared / q
             if shared >= threshold * x:
