@@ -94,6 +94,8 @@ class BestContainments:
     contained: npt.NDArray[np.bool_]
     values: FloatArray
     similarity: FloatArray
+    #: Candidate pairs verified for the batch.
+    candidates: int = 0
 
 
 class ContainmentSearch:
@@ -195,7 +197,7 @@ class ContainmentSearch:
             contained[rows[firsts]] = is_contained
             values[rows[firsts]] = share[firsts]
             best_similarity[rows[firsts]] = similarity[firsts]
-        return BestContainments(best_seqs, contained, values, best_similarity)
+        return BestContainments(best_seqs, contained, values, best_similarity, int(pairs.size))
 
     def _containments(
         self,

@@ -35,6 +35,8 @@ class DetectorStats:
     verified: int = 0
     contained: int = 0
     contains: int = 0
+    #: Pairs the containment search verified (each once, both ways), beside the Jaccard ``candidates``.
+    containment_candidates: int = 0
 
 
 class StoredDocuments(Protocol):

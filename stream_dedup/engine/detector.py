@@ -158,6 +158,7 @@ class Detector(DuplicateDetector):
             containment_verdicts(verdicts, batch, found, self.index, first_seq)
             self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
             self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
+            self.stats.containment_candidates += found.candidates
         self.index.add(batch, lookup.newest_counts + ranks, entries)
         self.stats.documents += len(batch.ids)
         self.stats.duplicates += int(np.count_nonzero(best.seqs >= 0))
