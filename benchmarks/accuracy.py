@@ -69,6 +69,16 @@ class Scores:
     false_negatives: int
 
 
+def rarest_first(sets: Sequence[set[str]]) -> list[np.ndarray]:
+    """Each set as sorted integer ranks of its elements, rarest first over all the sets (for prefix filters)."""
+    vocab: dict[str, int] = {}
+    ids = [np.fromiter((vocab.setdefault(s, len(vocab)) for s in sh), np.int64, len(sh)) for sh in sets]
+    frequency = np.bincount(np.concatenate(ids), minlength=len(vocab))
+    rank = np.empty(len(vocab), np.int64)
+    rank[np.argsort(frequency, kind="stable")] = np.arange(len(vocab))
+    return [np.sort(rank[a]) for a in ids]
+
+
 def exact_duplicates(
     sets: Sequence[set[str]], threshold: float, measure: str = "jaccard"
 ) -> list[tuple[int | None, float]]:
@@ -78,12 +88,7 @@ def exact_duplicates(
     prefix filter gives at the Jaccard that the threshold implies.
     """
     prefix_threshold = threshold if measure == "jaccard" else threshold * threshold
-    vocab: dict[str, int] = {}
-    ids = [np.fromiter((vocab.setdefault(s, len(vocab)) for s in sh), np.int64, len(sh)) for sh in sets]
-    frequency = np.bincount(np.concatenate(ids), minlength=len(vocab))
-    rank = np.empty(len(vocab), np.int64)
-    rank[np.argsort(frequency, kind="stable")] = np.arange(len(vocab))
-    ranked = [np.sort(rank[a]) for a in ids]
+    ranked = rarest_first(sets)
     postings: defaultdict[int, list[int]] = defaultdict(list)
     truth: list[tuple[int | None, float]] = []
     for i, a in enumerate(ranked):

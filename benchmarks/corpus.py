@@ -247,18 +247,25 @@ def planted_stream(
     if len(originals) < docs - planted:
         raise ValueError(f"--docs {docs} needs {docs - planted} originals, the corpus has {len(pool)}")
     # (position, tie-break, text, index of the original or -1, edit kind)
-    events: list[tuple[float, int, str, int, str | None]] = [
-        (float(i), 0, text, -1, None) for i, text in enumerate(originals)
-    ]
+    events: list[_Event] = [(float(i), 0, text, -1, None) for i, text in enumerate(originals)]
     for n in range(planted):
         k = rng.randrange(len(originals))
         edited, kind = near_duplicate(originals[k], rng)
         events.append((k + rng.random() * (len(originals) - k), 1 + n, edited, k, kind))
+    return _in_stream_order(events, "d")
+
+
+#: A document of a stream being built: (position, tie-break, text, index of its original or -1, edit kind).
+_Event = tuple[float, int, str, int, str | None]
+
+
+def _in_stream_order(events: list[_Event], prefix: str) -> list[Document]:
+    """The documents in position order, numbered ``{prefix}0000000`` on; a copy names its original's id."""
     events.sort(key=lambda e: (e[0], e[1]))
     original_ids: list[str] = []  # an original always comes before its copies
     stream = []
     for i, (_, _, text, origin, edit) in enumerate(events):
-        doc_id = f"d{i:07d}"
+        doc_id = f"{prefix}{i:07d}"
         if origin < 0:
             original_ids.append(doc_id)
             stream.append(Document(doc_id, text))
@@ -283,10 +290,81 @@ def editions_stream(texts: int, editions: int = 7, seed: int = 13) -> list[Docum
     stream = [Document(f"e0-{i:06d}", text) for i, text in enumerate(current)]
     for edition in range(1, editions):
         current = [near_duplicate(text, rng)[0] for text in current]
-        stream += [
-            Document(f"e{edition}-{i:06d}", text, f"e{edition - 1}-{i:06d}") for i, text in enumerate(current)
-        ]
+        stream += [Document(f"e{edition}-{i:06d}", text, f"e{edition - 1}-{i:06d}") for i, text in enumerate(current)]
     return stream
+
+
+def containment_stream(
+    docs: int, planted: float = 0.3, seed: int = 23, paragraphs: Sequence[str] | None = None
+) -> list[Document]:
+    """Real articles, and planted excerpts and expansions of earlier ones: a stream for containment.
+
+    Originals are articles of one to three real paragraphs. Each planted
+    document comes later than the article it is made from, and is either
+
+    * an excerpt (``edit="excerpt"``): a run of consecutive words of the
+      article, 35-95% of them: a paragraph quoted from an earlier article,
+      contained in it;
+    * an expansion (``edit="expansion"``): the article with 10-150% more
+      text before or after it, boilerplate sentences or a paragraph of other
+      real text: a listing re-posted with boilerplate added, a page that
+      embeds an earlier one; it contains the article.
+
+    Half of the quoted or embedded articles get typos in up to 8% of their
+    words. Shares, typos and added lengths are drawn uniformly, so planted
+    pairs fall on both sides of usual containment thresholds and of a size
+    ratio of 2.
+    ``paragraphs`` default to :func:`real_paragraphs`; ids are ``c0000000``
+    in stream order.
+    """
+    rng = random.Random(seed)
+    pool = list(paragraphs if paragraphs is not None else real_paragraphs())
+    rng.shuffle(pool)
+    planted_count = round(docs * planted)
+    articles: list[str] = []
+    while len(articles) < docs - planted_count:
+        if not pool:
+            raise ValueError(f"--docs {docs} needs more paragraphs than the {len(paragraphs or [])} given")
+        take = min(len(pool), rng.choice((1, 1, 2, 3)))
+        articles.append(" ".join(pool[:take]))
+        del pool[:take]
+    fillers = pool or articles
+    events: list[_Event] = [(float(i), 0, text, -1, None) for i, text in enumerate(articles)]
+    for n in range(planted_count):
+        k = rng.randrange(len(articles))
+        if rng.random() < 0.5:
+            text, kind = _excerpt(articles[k], rng), "excerpt"
+        else:
+            text, kind = _expansion(articles[k], fillers, rng), "expansion"
+        events.append((k + rng.random() * (len(articles) - k), 1 + n, text, k, kind))
+    return _in_stream_order(events, "c")
+
+
+def _excerpt(article: str, rng: random.Random) -> str:
+    """A run of 35-95% of the article's words, half the time with typos."""
+    words = article.split(" ")
+    keep = max(1, round(len(words) * rng.uniform(0.35, 0.95)))
+    start = rng.randrange(len(words) - keep + 1)
+    return _retyped(words[start : start + keep], rng)
+
+
+def _retyped(words: list[str], rng: random.Random) -> str:
+    """The words, half the time with typos in up to 8% of them: containment then spreads over 0.6-1."""
+    if rng.random() < 0.5:
+        words = _typos(words, round(len(words) * rng.uniform(0.0, 0.08)), rng)
+    return " ".join(words)
+
+
+def _expansion(article: str, fillers: Sequence[str], rng: random.Random) -> str:
+    """The article with 10-150% more text, boilerplate or other real text, after it or before it."""
+    wanted = round(len(article) * rng.uniform(0.1, 1.5))
+    if rng.random() < 0.5:
+        added = " ".join(rng.choice(_BOILERPLATE) for _ in range(1 + wanted // 40))
+    else:
+        added = " ".join(rng.choice(fillers) for _ in range(1 + wanted // 300))
+    added = added[:wanted].rsplit(" ", 1)[0] if len(added) > wanted else added
+    article = _retyped(article.split(" "), rng)
+    return f"{article} {added}" if rng.random() < 0.7 else f"{added} {article}"
 
 
 def real_titles() -> list[str]:

@@ -42,6 +42,7 @@ from rensa import RMinHash, RMinHashLSH
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
 from stream_dedup.lsh import IndexedBatch, SignedBatch
+from stream_dedup.lsh.containment_tables import ContainmentSignature
 
 NUM_PERM, BANDS, ROWS = 128, 16, 8
 FILL_BATCH, PROBE_BATCH = 10_000, 1_000
@@ -57,19 +58,32 @@ def ids(start: int, n: int) -> list[str]:
 
 
 def random_batch(rng: np.random.Generator, config: DetectionConfig, start: int, n: int) -> IndexedBatch:
-    """``n`` unrelated documents as the index receives them: random sketches and (odd) keys."""
+    """``n`` unrelated documents as the index receives them: random sketches and (odd) keys.
+
+    With containment on, set sizes of 1 KB documents (800-1,200 shingles) and random containment keys.
+    """
     tables = config.banding().bands + 1
+    ensemble = config.containment()
+    containment = None
+    if ensemble is not None:
+        containment = ContainmentSignature(
+            rng.integers(800, 1200, n).astype(np.uint32),
+            rng.integers(0, 2**32, (n, ensemble.banding.bands), dtype=np.uint32) | np.uint32(1),
+        )
     signed = SignedBatch(
         rng.integers(0, 256, (n, config.sketch_bits // 8), dtype=np.uint8),
         rng.integers(0, 2**32, (n, tables), dtype=np.uint32) | np.uint32(1),
+        containment=containment,
     )
     return IndexedBatch(ids(start, n), signed, np.zeros(n), np.arange(start, start + n, dtype=np.uint64))
 
 
-def stream_dedup_run(fill: int, probe: int) -> tuple[float, float, float, float, float, float]:
+def stream_dedup_run(
+    fill: int, probe: int, config: DetectionConfig | None = None
+) -> tuple[float, float, float, float, float, float]:
     """(fill docs/s, probe+insert docs/s, memory_bytes()/doc, RSS/doc, RSS/doc after malloc_trim, slowest batch s)."""
     rng = np.random.default_rng(1)
-    config = DetectionConfig(threshold=0.8, num_perm=NUM_PERM)
+    config = config or DetectionConfig(threshold=0.8, num_perm=NUM_PERM)
     rss_before = rss_bytes()
     detector = Detector(config)
     slowest = 0.0  # a batch that triggers a table growth rehashes everything: a stall

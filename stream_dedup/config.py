@@ -11,6 +11,12 @@ from typing import Literal
 import xxhash
 
 from stream_dedup.errors import ConfigError
+from stream_dedup.lsh.ensemble_params import (
+    PARTITIONS_PER_DOUBLING,
+    EnsembleParameters,
+    check_containment_settings,
+    choose_ensemble,
+)
 from stream_dedup.lsh.hamming_params import MAX_DISTANCE, HammingLayout, choose_layout
 from stream_dedup.lsh.params import BandParameters, choose_bands
 from stream_dedup.lsh.retention import Retention
@@ -32,6 +38,15 @@ Method = Literal["minhash", "simhash", "combined"]
 #: of MinHash indexes stayed what they were before SimHash existed).
 _MINHASH_ONLY = ("threshold", "num_perm", "sketch_bits", "scheme", "bands", "rows_per_band", "min_recall")
 _SIMHASH_ONLY = ("max_hamming", "simhash_weighting")
+#: Settings only the containment search reads: left out of both fingerprints while it is off, so
+#: that an index without containment keeps the fingerprints it had before containment existed.
+_CONTAINMENT_ONLY = (
+    "containment_threshold",
+    "containment_max_ratio",
+    "containment_min_recall",
+    "containment_bands",
+    "containment_rows_per_band",
+)
 #: Bytes per document the Hamming index's tables may take when ``max_hamming`` allows (see ``hamming_layout``).
 _TABLE_BYTES = 32
 #: Signature parameters an index made before they existed does not name, with the value it had.
@@ -83,6 +98,22 @@ class DetectionConfig:
             banner) or ``"frequency"`` (each occurrence counts, as in Manku et
             al.).
         max_documents, max_age_seconds: retention (see :class:`Retention`).
+        containment_threshold: off (``None``, default), or the containment
+            (Broder: ``|A ∩ B| / |A|``) at which a document that is not a
+            near-duplicate gets verdict ``contained`` (an earlier document
+            holds at least this share of its shingles) or ``contains`` (it
+            holds at least this share of an earlier document's); 0 < c < 1.
+            Methods ``minhash`` and ``combined``.
+        containment_max_ratio: pairs whose shingle-set sizes differ by a
+            larger factor are not judged for containment (default 2, from 1
+            to 64): both the bands needed and the estimate's error grow with
+            the ratio (see ``lsh.ensemble_params``).
+        containment_min_recall: candidate probability required for a
+            containment pair at the threshold, sizes ``containment_max_ratio``
+            apart, when the containment banding is chosen (default 0.95).
+        containment_bands, containment_rows_per_band: the banding documents
+            are stored with in their size partition; both or neither. By
+            default chosen for ``containment_min_recall``.
     """
 
     method: Method = "minhash"
@@ -103,6 +134,11 @@ class DetectionConfig:
     simhash_weighting: Weighting = "set"
     max_documents: int | None = None
     max_age_seconds: float | None = None
+    containment_threshold: float | None = None
+    containment_max_ratio: float = 2.0
+    containment_min_recall: float = 0.95
+    containment_bands: int | None = None
+    containment_rows_per_band: int | None = None
 
     def __post_init__(self) -> None:
         if self.method not in ("minhash", "simhash", "combined"):
@@ -142,6 +178,32 @@ class DetectionConfig:
                 f"bands x rows_per_band = {banding.bands * banding.rows_per_band} exceeds num_perm={self.num_perm}",
             )
         self.retention()
+        self._check_containment()
+
+    def _check_containment(self) -> None:
+        """Validate the containment settings (their values even while containment is off)."""
+        if (self.containment_bands is None) != (self.containment_rows_per_band is None):
+            raise ConfigError(
+                "containment_bands",
+                "set both containment_bands and containment_rows_per_band, or neither (then they are chosen)",
+            )
+        check_containment_settings(self.containment_max_ratio, self.containment_min_recall)
+        if self.containment_bands is not None and self.containment_rows_per_band is not None:
+            _named_banding(self.containment_bands, self.containment_rows_per_band)
+        containment = self.containment()
+        if containment is None:
+            return
+        width = containment.banding.bands * containment.banding.rows_per_band
+        if width > self.num_perm:
+            raise ConfigError(
+                "containment_bands",
+                f"containment_bands x containment_rows_per_band = {width} exceeds num_perm={self.num_perm}",
+            )
+        if self.containment_threshold is not None and self.method == "simhash":
+            raise ConfigError(
+                "containment_threshold",
+                "containment is estimated from MinHash sketches: use it with method minhash or combined",
+            )
 
     def hasher(self) -> MinHasher:
         """The signature maker these settings describe, with ``sketch_bits`` slots.
@@ -185,6 +247,17 @@ class DetectionConfig:
     def retention(self) -> Retention:
         return Retention(self.max_documents, self.max_age_seconds)
 
+    def containment(self) -> EnsembleParameters | None:
+        """The containment search's parameters, or ``None`` while ``containment_threshold`` is off."""
+        if self.containment_threshold is None:
+            return None
+        explicit = None
+        if self.containment_bands is not None and self.containment_rows_per_band is not None:
+            explicit = _named_banding(self.containment_bands, self.containment_rows_per_band)
+        return choose_ensemble(
+            self.containment_threshold, self.containment_max_ratio, self.num_perm, self.containment_min_recall, explicit
+        )
+
     def signature_parameters(self) -> dict[str, object]:
         """The parameters two indexes must share for their signatures to be comparable.
 
@@ -215,6 +288,14 @@ class DetectionConfig:
             }
         if self.uses_simhash:
             parameters["simhash_weighting"] = self.simhash_weighting
+        containment = self.containment()
+        if containment is not None:
+            # What the index stores per document: set size, and keys of this banding in its partition.
+            parameters |= {
+                "containment_bands": containment.banding.bands,
+                "containment_rows_per_band": containment.banding.rows_per_band,
+                "containment_partitions_per_doubling": PARTITIONS_PER_DOUBLING,
+            }
         return parameters
 
     def fingerprint(self) -> str:
@@ -225,6 +306,7 @@ class DetectionConfig:
         read are left out.
         """
         unread = (_SIMHASH_ONLY if not self.uses_simhash else ()) + (_MINHASH_ONLY if not self.uses_minhash else ())
+        unread += _CONTAINMENT_ONLY if self.containment_threshold is None else ()
         settings = {name: value for name, value in asdict(self).items() if name not in unread}
         if self.method == "minhash":
             del settings["method"]
@@ -238,6 +320,14 @@ class DetectionConfig:
         to be replayed under another.
         """
         return _fingerprint(self.signature_parameters())
+
+
+def _named_banding(bands: int, rows_per_band: int) -> BandParameters:
+    """An explicit containment banding, its errors naming the containment settings."""
+    for name, value in (("containment_bands", bands), ("containment_rows_per_band", rows_per_band)):
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(name, f"must be a whole number >= 1, got {value!r}")
+    return BandParameters(bands, rows_per_band)
 
 
 def _fingerprint(parameters: dict[str, object]) -> str:

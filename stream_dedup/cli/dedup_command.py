@@ -14,7 +14,6 @@ from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import Record, Reject, read_records
 from stream_dedup.engine import Verdict, make_detector
-from stream_dedup.engine.verdict import VERDICT_FORMAT
 
 #: Documents per detector batch: large enough to amortise numpy calls.
 BATCH_SIZE = 4096
@@ -23,7 +22,7 @@ BATCH_SIZE = 4096
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     parser = subparsers.add_parser(
         "dedup",
-        help="mark each record of a JSON-lines file unique or duplicate",
+        help="mark each record of a JSON-lines file unique or duplicate (or contained / contains)",
         description='Read {"id", "text"} records and write one verdict line per record, in input order.',
     )
     parser.add_argument("input", help="JSON-lines input file, or - for standard input")
@@ -108,10 +107,11 @@ def verdict_line(verdict: Verdict, line: int) -> str:
     similarity = "null" if verdict.similarity is None else repr(verdict.similarity)
     distance = "null" if verdict.hamming_distance is None else str(verdict.hamming_distance)
     match = "null" if verdict.match_source is None else f'{{"line": {verdict.match_source}}}'
+    containment = "" if verdict.containment is None else f', "containment": {verdict.containment!r}'
     return (
-        f'{{"format_version": {VERDICT_FORMAT}, "id": {encode_basestring(verdict.id)}, '
+        f'{{"format_version": {verdict.format_version}, "id": {encode_basestring(verdict.id)}, '
         f'"verdict": "{verdict.verdict}", "duplicate_of": {duplicate_of}, "similarity": {similarity}, '
-        f'"hamming_distance": {distance}, "source": {{"line": {line}}}, "match_source": {match}}}\n'
+        f'"hamming_distance": {distance}{containment}, "source": {{"line": {line}}}, "match_source": {match}}}\n'
     )
 
 

@@ -123,6 +123,36 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--max-documents", type=int, help="retention: keep about this many newest documents")
     group.add_argument("--max-age-seconds", type=float, help="retention: forget documents older than this")
+    _add_containment_options(parser, defaults)
+
+
+def _add_containment_options(parser: argparse.ArgumentParser, defaults: DetectionConfig) -> None:
+    """The containment settings' flags (seed 002's containment; off unless ``--containment-threshold``)."""
+    group = parser.add_argument_group("containment (methods minhash and combined)")
+    group.add_argument(
+        "--containment-threshold",
+        type=float,
+        help="report a document that is not a near-duplicate as contained when an earlier one holds at least "
+        "this share of its shingles, or as containing one when it holds that share of an earlier one's "
+        "(default off)",
+    )
+    group.add_argument(
+        "--containment-max-ratio",
+        type=float,
+        default=defaults.containment_max_ratio,
+        help="pairs whose shingle-set sizes differ by a larger factor are not judged (default 2)",
+    )
+    group.add_argument(
+        "--containment-min-recall",
+        type=float,
+        default=defaults.containment_min_recall,
+        help="candidate probability required for a pair at the containment threshold, sizes "
+        "--containment-max-ratio apart, when the containment banding is chosen (default 0.95)",
+    )
+    group.add_argument(
+        "--containment-bands", type=int, help="containment bands (with --containment-rows-per-band; default: chosen)"
+    )
+    group.add_argument("--containment-rows-per-band", type=int, help="signature slots per containment band")
 
 
 def config_from(args: argparse.Namespace) -> DetectionConfig:

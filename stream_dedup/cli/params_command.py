@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stream_dedup.cli.containment_plan import containment_plan_lines
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.records import Record, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
@@ -22,7 +23,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         "params",
         help="show the LSH banding chosen for a threshold, and measure it on a sample",
         description="Print bands and rows per band, the S-curve, false positive/negative "
-        "probabilities and, with --sample, precision and recall against exact Jaccard; "
+        "probabilities, with --containment-threshold the containment banding, size partitions and "
+        "recall, and, with --sample, precision and recall against exact Jaccard; "
         "with --plot, draw the S-curve (and what the sample measured) to an SVG file.",
     )
     parser.add_argument("--sample", help="JSON-lines file of {id, text} to measure precision and recall on")
@@ -49,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
             _print_banding(config)
         if config.uses_simhash:
             _print_hamming_layout(config)
+        for line in containment_plan_lines(config):
+            print(line)
         texts = _sample_accuracy(args.sample, args.sample_limit, config) if args.sample else None
         if plot is not None:
             measured = _measure_curve(texts, config) if texts is not None else None

@@ -1,11 +1,14 @@
 """One readable line per record ``watch`` reads, and a duplicate's text beside its match's.
 
 A verdict line reads left to right as a sentence: what the verdict is, which
-document, of which earlier one and how similar, and where the document is in
-the input topic::
+document, of which earlier one and how similar (for a containment verdict,
+in or of which one and the containment), and where the document is in the
+input topic::
 
     duplicate  ad-0217       of ad-0051       0.914  at 1:73
     unique     ad-0218                               at 2:74
+    contained  ad-0300       in ad-0051       0.964  at 0:95
+    contains   ad-0301       of ad-0052       0.987  at 1:96
 
 Everything taken from a record goes through :func:`printable` first.
 """
@@ -44,12 +47,14 @@ def record_line(record: WatchedRecord, style: Style) -> str:
 
 
 def verdict_line(verdict: VerdictRecord, style: Style) -> str:
-    tone: Tone = "duplicate" if verdict.verdict == "duplicate" else "unique"
+    """The verdict as a sentence; a containment verdict shows its containment where a duplicate shows similarity."""
+    tone: Tone = "unique" if verdict.verdict == "unique" else "duplicate"
     parts = [style.paint(_padded(verdict.verdict, _VERDICT_COLUMNS), tone), _padded(_id(verdict.id), ID_COLUMNS)]
     if verdict.duplicate_of is not None:
-        match = "of " + style.paint(_padded(_id(verdict.duplicate_of), ID_COLUMNS), "strong")
-        similarity = "?" if verdict.similarity is None else f"{verdict.similarity:.3f}"
-        parts += [match, _padded(similarity, _SIMILARITY_COLUMNS)]
+        connector = "in " if verdict.verdict == "contained" else "of "
+        match = connector + style.paint(_padded(_id(verdict.duplicate_of), ID_COLUMNS), "strong")
+        score = verdict.similarity if verdict.verdict == "duplicate" else verdict.containment
+        parts += [match, _padded("?" if score is None else f"{score:.3f}", _SIMILARITY_COLUMNS)]
     else:
         parts += [" " * (len("of ") + ID_COLUMNS), " " * _SIMILARITY_COLUMNS]
     parts.append(style.paint(f"at {_place(verdict.source)}", "faint"))

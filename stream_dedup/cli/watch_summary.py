@@ -3,7 +3,9 @@
 Every figure comes from the records themselves, so it describes exactly the
 records read, whatever the worker has done before or since:
 
-- documents, duplicates and the duplicate rate count the verdicts;
+- documents, duplicates and the duplicate rate count the verdicts (with
+  containment on, ``contained`` and ``contains`` verdicts are counted apart,
+  neither unique nor duplicates);
 - dead letters count the dead-letter records read (``--dead-letters``), by reason;
 - throughput is the verdicts over the time from the first document's Kafka
   timestamp to the last verdict's (when the input is fed at a fixed rate,
@@ -37,6 +39,9 @@ class SummaryFigures:
 
     documents: int
     duplicates: int
+    #: Containment verdicts (``contained``, ``contains``): counted apart from the duplicates.
+    contained: int
+    contains: int
     dead_letters: int
     dead_letter_reasons: dict[str, int]
     other_records: int
@@ -53,6 +58,8 @@ class WatchSummary:
 
     unique: int = 0
     duplicates: int = 0
+    contained: int = 0
+    contains: int = 0
     others: int = 0
     dead_letters: Counter[str] = field(default_factory=Counter)
     latencies_ms: list[int] = field(default_factory=list)
@@ -68,6 +75,10 @@ class WatchSummary:
             self.others += 1
         elif record.verdict == "unique":
             self.unique += 1
+            self._add_times(record)
+        elif record.verdict in ("contained", "contains"):
+            self.contained += record.verdict == "contained"
+            self.contains += record.verdict == "contains"
             self._add_times(record)
         else:
             self.duplicates += 1
@@ -87,13 +98,15 @@ class WatchSummary:
             self.last_out_ms = verdict.timestamp
 
     def figures(self) -> SummaryFigures:
-        documents = self.unique + self.duplicates
+        documents = self.unique + self.duplicates + self.contained + self.contains
         span = None
         if self.first_in_ms is not None and self.last_out_ms is not None and self.last_out_ms > self.first_in_ms:
             span = (self.last_out_ms - self.first_in_ms) / 1000
         return SummaryFigures(
             documents=documents,
             duplicates=self.duplicates,
+            contained=self.contained,
+            contains=self.contains,
             dead_letters=sum(self.dead_letters.values()),
             dead_letter_reasons=dict(self.dead_letters.most_common()),
             other_records=self.others,
@@ -137,9 +150,9 @@ def render_summary(
     f = summary.figures()
     lines = [style.paint("summary", "strong")]
     rate = "" if f.duplicate_rate is None else f" ({100 * f.duplicate_rate:.1f}%)"
-    lines.append(
-        f"  documents     {f.documents} judged: {f.documents - f.duplicates} unique, {f.duplicates} duplicates{rate}"
-    )
+    unique = f.documents - f.duplicates - f.contained - f.contains
+    containment = f", {f.contained} contained, {f.contains} contains" if f.contained or f.contains else ""
+    lines.append(f"  documents     {f.documents} judged: {unique} unique, {f.duplicates} duplicates{rate}{containment}")
     if dead_letters_read:
         reasons = ", ".join(f"{reason} {count}" for reason, count in f.dead_letter_reasons.items())
         lines.append(f"  dead letters  {f.dead_letters}" + (f" ({reasons})" if reasons else ""))

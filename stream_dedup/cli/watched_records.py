@@ -9,8 +9,9 @@ reason header the stage adds to every one.
 
 import json
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple, TypeGuard
+from typing import Any, NamedTuple, TypeGuard, get_args
 
+from stream_dedup.engine.verdict import VerdictKind
 from stream_dedup.kafka.messages import ERROR_HEADER, REASON_HEADER, SOURCE_HEADERS
 
 
@@ -27,7 +28,7 @@ class VerdictRecord:
     """A verdict (docs/verdicts.md), with its record's Kafka timestamp (``timestamp``, ms)."""
 
     id: str
-    verdict: Literal["unique", "duplicate"]
+    verdict: VerdictKind
     duplicate_of: str | None
     similarity: float | None
     source: Coordinates | None
@@ -35,6 +36,8 @@ class VerdictRecord:
     source_timestamp: int | None
     match_source: Coordinates | None
     timestamp: int
+    #: For ``contained`` and ``contains`` (format 3): the containment; else None.
+    containment: float | None = None
 
 
 @dataclass(frozen=True)
@@ -78,12 +81,13 @@ def _verdict(value: bytes | None, timestamp: int) -> VerdictRecord | None:
         fields = json.loads(value.decode("utf-8"))
     except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested past the parser's depth
         return None
-    if not isinstance(fields, dict) or fields.get("verdict") not in ("unique", "duplicate"):
+    if not isinstance(fields, dict) or fields.get("verdict") not in get_args(VerdictKind):
         return None
     doc_id, match, similarity = fields.get("id"), fields.get("duplicate_of"), fields.get("similarity")
+    containment = fields.get("containment")
     if not _is_id(doc_id) or not (match is None or _is_id(match)):
         return None
-    if similarity is not None and (isinstance(similarity, bool) or not isinstance(similarity, int | float)):
+    if not (_is_number_or_none(similarity) and _is_number_or_none(containment)):
         return None
     source = fields.get("source")
     source_timestamp = source.get("timestamp") if isinstance(source, dict) else None
@@ -96,7 +100,12 @@ def _verdict(value: bytes | None, timestamp: int) -> VerdictRecord | None:
         source_timestamp=source_timestamp if _is_count(source_timestamp) else None,
         match_source=_coordinates(fields.get("match_source")),
         timestamp=timestamp,
+        containment=None if containment is None else float(containment),
     )
+
+
+def _is_number_or_none(value: object) -> bool:
+    return value is None or (not isinstance(value, bool) and isinstance(value, int | float))
 
 
 def _is_id(value: object) -> bool:

@@ -20,6 +20,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.pairs import earlier_values
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch, SignedBatch
 
@@ -32,6 +33,10 @@ class DetectorStats:
     duplicates: int = 0
     candidates: int = 0
     verified: int = 0
+    contained: int = 0
+    contains: int = 0
+    #: Pairs the containment search verified (each once, both ways), beside the Jaccard ``candidates``.
+    containment_candidates: int = 0
 
 
 class StoredDocuments(Protocol):
@@ -137,23 +142,24 @@ def verdicts_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments,
     ids = batch.ids
     verdicts = [Verdict(doc_id, "unique") for doc_id in ids]
     rows = np.flatnonzero(best.seqs >= 0)
-    seqs = best.seqs[rows]
+    match_ids, sources = matches_of(batch, best.seqs[rows], stored, first_seq)
+    distances = best.distances[rows].tolist() if best.distances is not None else [None] * rows.size
+    for row, match, score, source, distance in zip(
+        rows.tolist(), match_ids, best.similarity[rows].tolist(), sources, distances, strict=True
+    ):
+        verdicts[row] = Verdict(ids[row], "duplicate", match, round(score, 4), source, distance)
+    return verdicts
+
+
+def matches_of(
+    batch: IndexedBatch, seqs: npt.NDArray[np.int64], stored: StoredDocuments, first_seq: int
+) -> tuple[list[str], list[int | None]]:
+    """Ids and sources (``None`` for ``NO_SOURCE``) of matched documents, stored or earlier rows of ``batch``."""
     in_batch = seqs >= first_seq
     stored_ids = iter(stored.ids_of(seqs[~in_batch]))
-    sources = np.empty(seqs.size, dtype=np.uint64)
-    sources[in_batch] = batch.sources[seqs[in_batch] - first_seq]
-    sources[~in_batch] = stored.sources_of(seqs[~in_batch])
-    distances = best.distances[rows].tolist() if best.distances is not None else [None] * rows.size
-    for row, seq, score, batched, source, distance in zip(
-        rows.tolist(),
-        seqs.tolist(),
-        best.similarity[rows].tolist(),
-        in_batch.tolist(),
-        sources.tolist(),
-        distances,
-        strict=True,
-    ):
-        match = ids[seq - first_seq] if batched else next(stored_ids)
-        matched_source = None if source == NO_SOURCE else source
-        verdicts[row] = Verdict(ids[row], "duplicate", match, round(score, 4), matched_source, distance)
-    return verdicts
+    ids = [
+        batch.ids[seq - first_seq] if batched else next(stored_ids)
+        for seq, batched in zip(seqs.tolist(), in_batch.tolist(), strict=True)
+    ]
+    sources = earlier_values(batch.sources, stored.sources_of, seqs, first_seq)
+    return ids, [None if source == NO_SOURCE else source for source in sources.tolist()]

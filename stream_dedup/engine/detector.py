@@ -15,6 +15,10 @@ the costly set intersections go only to plausible pairs; and candidates are
 verified in rounds of bounded size, so that a low threshold, which brings
 many candidates, costs time but never unbounded memory.
 
+With ``containment_threshold`` set, documents that are not near-duplicates
+are then searched for containment (``engine.containment``): an earlier
+document holding most of their shingles, or one they hold most of.
+
 The ``combined`` method (Henzinger, SIGIR 2006) keeps a SimHash fingerprint
 beside each sketch and accepts a verified pair only if the fingerprints also
 lie within ``max_hamming`` bits: two independent views of the text must both
@@ -33,7 +37,9 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.containment import ContainmentSearch, containment_verdicts
 from stream_dedup.engine.detection import BestMatches, DetectorStats, DuplicateDetector, verdicts_of
+from stream_dedup.engine.pairs import PAIRS_PER_ROUND, best_of_each_row, earlier_shingle_sets, earlier_values
 from stream_dedup.engine.simhash_detector import SimHashDetector
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import index_keys
@@ -42,12 +48,10 @@ from stream_dedup.lsh.index import BandIndex, pairs_within_batch
 from stream_dedup.sketch.bit_sketch import bit_agreements, coarsen, estimate_similarity, one_bit_sketches
 from stream_dedup.sketch.simhash import hamming_distance
 from stream_dedup.text import fold_all
-from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
+from stream_dedup.text.shingle_sets import ShingleSets, distinct_counts, exact_jaccard
 
 #: Bits of the sequence number in a packed (row, seq) pair key.
 _SEQ_BITS = 40
-#: Candidate pairs verified per round (their sketches, or shingle sets, are gathered at once).
-_PAIRS_PER_ROUND = 1 << 14
 #: Standard errors below the threshold under which an estimate rules a pair out of exact verification.
 _EXACT_MARGIN_ERRORS = 6.0
 
@@ -76,6 +80,7 @@ class Detector(DuplicateDetector):
         self.simhasher = config.simhasher() if config.uses_simhash else None
         self.banding = config.banding()
         self.exact = config.verification == "exact"
+        containment = config.containment()
         self.index = index or BandIndex(
             config.sketch_bits,
             self.banding,
@@ -83,15 +88,22 @@ class Detector(DuplicateDetector):
             config.retention(),
             keep_shingles=self.exact,
             keep_fingerprints=config.uses_simhash,
+            containment_bands=containment.banding.bands if containment is not None else 0,
+        )
+        self.containment = (
+            ContainmentSearch(containment, self.index, config.sketch_bits, config.max_bucket_size)
+            if containment is not None
+            else None
         )
         self.stats = DetectorStats()
         self.last_batch_candidates = np.zeros(0, dtype=np.int64)
 
     def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
-        """One-bit sketches and index keys of ``texts`` (and shingle sets, or SimHash fingerprints, if kept).
+        """One-bit sketches and index keys of ``texts`` (and shingle sets, fingerprints, set sizes if kept).
 
         Shingle sets come with exact verification, fingerprints with the
-        combined method. What :meth:`process_signed` takes, and what the Kafka stage's
+        combined method, set sizes and containment keys with containment on.
+        What :meth:`process_signed` takes, and what the Kafka stage's
         changelog stores so that a restore need not re-shingle anything.
         """
         if not normalized:
@@ -99,6 +111,7 @@ class Detector(DuplicateDetector):
         bits = np.empty((len(texts), self.config.sketch_bits // 8), dtype=np.uint8)
         band_signatures = np.empty((len(texts), self.config.num_perm), dtype=np.uint32)
         fingerprints = np.empty(len(texts), dtype=np.uint64) if self.simhasher is not None else None
+        sizes = np.empty(len(texts), dtype=np.uint32) if self.containment is not None else None
         sets, rows = [ShingleSets.empty()], [np.empty(0, np.intp)]
         # Chunk by chunk, so that each chunk's sketches are finished while they are in cache.
         for chunk, sketches in self.hasher.sketch_chunks(texts, folded=not normalized):
@@ -110,8 +123,14 @@ class Detector(DuplicateDetector):
             if fingerprints is not None:
                 assert self.simhasher is not None
                 fingerprints[chunk.rows] = self.simhasher.fingerprint_chunk(chunk)
+            if sizes is not None:
+                sizes[chunk.rows] = distinct_counts(chunk)
         shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
-        return SignedBatch(bits, index_keys(band_signatures, bits, self.banding), shingles, fingerprints)
+        containment = None
+        if self.containment is not None and sizes is not None:
+            containment = self.containment.signature(sizes, band_signatures)
+        keys = index_keys(band_signatures, bits, self.banding)
+        return SignedBatch(bits, keys, shingles, fingerprints, containment)
 
     def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
         """Like :meth:`process`, for documents already signed by :meth:`sign`.
@@ -122,6 +141,8 @@ class Detector(DuplicateDetector):
             raise ValueError("exact verification needs the batch's shingle sets")
         if self.simhasher is not None and batch.signed.fingerprints is None:
             raise ValueError("the combined method needs the batch's SimHash fingerprints")
+        if self.containment is not None and batch.signed.containment is None:
+            raise ValueError("containment is on: the batch needs its set sizes and containment keys")
         keys = batch.signed.keys
         lookup = self.index.lookup(keys)
         batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
@@ -130,7 +151,15 @@ class Detector(DuplicateDetector):
         seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
         best = self._verify(batch.signed, rows, seqs, first_seq)
         verdicts = verdicts_of(batch, best, self.index, first_seq)
-        self.index.add(batch, lookup.newest_counts + ranks)
+        entries = None
+        if self.containment is not None:
+            # Verdicts before the insert: retention may then evict a matched document and its id.
+            found, entries = self.containment.search(batch, np.flatnonzero(best.seqs < 0), first_seq)
+            containment_verdicts(verdicts, batch, found, self.index, first_seq)
+            self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
+            self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
+            self.stats.containment_candidates += found.candidates
+        self.index.add(batch, lookup.newest_counts + ranks, entries)
         self.stats.documents += len(batch.ids)
         self.stats.duplicates += int(np.count_nonzero(best.seqs >= 0))
         return verdicts
@@ -155,8 +184,8 @@ class Detector(DuplicateDetector):
         rows = (pairs >> _SEQ_BITS).astype(np.intp)
         seqs = pairs & ((1 << _SEQ_BITS) - 1)
         similarity = np.empty(pairs.size)
-        for start in range(0, pairs.size, _PAIRS_PER_ROUND):
-            part = slice(start, start + _PAIRS_PER_ROUND)
+        for start in range(0, pairs.size, PAIRS_PER_ROUND):
+            part = slice(start, start + PAIRS_PER_ROUND)
             similarity[part] = self._similarity(batch, rows[part], seqs[part], first_seq)
         passed = similarity >= self.config.threshold
         rows, seqs, similarity = rows[passed], seqs[passed], similarity[passed]
@@ -165,9 +194,7 @@ class Detector(DuplicateDetector):
             near = distances <= self.config.max_hamming
             rows, seqs, similarity, distances = rows[near], seqs[near], similarity[near], distances[near]
         self.stats.verified += int(rows.size)
-        # Best first: highest similarity, then the earliest document.
-        order = np.lexsort((seqs, -similarity, rows))
-        firsts = order[np.unique(rows[order], return_index=True)[1]]
+        firsts = best_of_each_row(rows, seqs, similarity)
         best_seq[rows[firsts]] = seqs[firsts]
         best_similarity[rows[firsts]] = similarity[firsts]
         if best_distance is not None and distances is not None:
@@ -180,10 +207,7 @@ class Detector(DuplicateDetector):
         """Hamming distances of the pairs' SimHash fingerprints (combined method), else ``None``."""
         if batch.fingerprints is None or self.simhasher is None:
             return None
-        in_batch = seqs >= first_seq
-        others = np.empty(seqs.size, dtype=np.uint64)
-        others[in_batch] = batch.fingerprints[seqs[in_batch] - first_seq]
-        others[~in_batch] = self.index.fingerprints_of(seqs[~in_batch])
+        others = earlier_values(batch.fingerprints, self.index.fingerprints_of, seqs, first_seq)
         return hamming_distance(batch.fingerprints[rows], others).astype(np.int64)
 
     def _similarity(
@@ -204,19 +228,11 @@ class Detector(DuplicateDetector):
         self, sketches: npt.NDArray[np.uint8], rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
     ) -> npt.NDArray[np.float64]:
         """Jaccard estimates of pairs (batch row, earlier document) from one-bit sketches."""
-        others = np.empty((seqs.size, sketches.shape[1]), dtype=np.uint8)
-        in_batch = seqs >= first_seq
-        others[in_batch] = sketches[seqs[in_batch] - first_seq]
-        others[~in_batch] = self.index.sketches_of(seqs[~in_batch])
+        others = earlier_values(sketches, self.index.sketches_of, seqs, first_seq)
         return estimate_similarity(bit_agreements(sketches[rows], others), self.config.sketch_bits)
 
     def _exact_similarity(
         self, shingles: ShingleSets, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
     ) -> npt.NDArray[np.float64]:
         """Exact Jaccard of pairs (batch row, earlier document) from their shingle sets."""
-        in_batch = seqs >= first_seq
-        earlier = ShingleSets.concat(
-            [shingles.take((seqs[in_batch] - first_seq).astype(np.intp)), self.index.shingle_sets_of(seqs[~in_batch])]
-        )
-        pair_order = np.concatenate((np.flatnonzero(in_batch), np.flatnonzero(~in_batch)))
-        return exact_jaccard(shingles.take(rows), earlier.take(np.argsort(pair_order)))
+        return exact_jaccard(shingles.take(rows), earlier_shingle_sets(shingles, self.index, seqs, first_seq))

@@ -17,6 +17,7 @@ import numpy as np
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import BestMatches, DetectorStats, DuplicateDetector, verdicts_of
+from stream_dedup.engine.pairs import best_of_each_row
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.lsh.hamming import HammingIndex
@@ -63,9 +64,7 @@ class SimHashDetector(DuplicateDetector):
         self.stats.candidates += len(matches)
         self.stats.verified += len(matches)
         # Best first: smallest distance, then the earliest document.
-        order = np.lexsort((matches.seqs, matches.distances, matches.rows))
-        rows = matches.rows[order]
-        firsts = order[np.unique(rows, return_index=True)[1]]
+        firsts = best_of_each_row(matches.rows, matches.seqs, -matches.distances.astype(np.float64))
         best_seqs = np.full(n, -1, dtype=np.int64)
         distances = np.zeros(n, dtype=np.int64)
         best_seqs[matches.rows[firsts]] = matches.seqs[firsts]

@@ -50,6 +50,7 @@ FORMAT_VERSION = 2
 _PREFIX = struct.Struct("<8sIQ")
 _DIGEST_BYTES = 16
 _TABLE_ARRAYS = ("docs", "fingerprints", "entries")
+_CONTAINMENT_TABLE_ARRAYS = tuple(f"containment_{name}" for name in _TABLE_ARRAYS)
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], lis
             # Later batches write into the newest generation's band tables in
             # place; everything else (older generations, the arenas' filled
             # rows) stays as it is, so only those tables need a copy.
-            in_place = generation is newest and name in _TABLE_ARRAYS
+            in_place = generation is newest and name in _TABLE_ARRAYS + _CONTAINMENT_TABLE_ARRAYS
             arrays.append((f"generation{i}.{name}", array.copy() if in_place else array))
         generations.append(
             {
@@ -217,6 +218,12 @@ def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
         arrays["shingle_ends"] = generation.shingles.ends.values
     if generation.fingerprints is not None:
         arrays["simhash_fingerprints"] = generation.fingerprints.values
+    if generation.containment is not None:
+        arrays["containment_sizes"] = generation.containment.sizes.values
+        arrays["containment_key_highs"] = generation.containment.key_highs.values
+        arrays["containment_docs"] = generation.containment.tables.docs
+        arrays["containment_fingerprints"] = generation.containment.tables.fingerprints
+        arrays["containment_entries"] = generation.containment.tables.entries
     return arrays
 
 
@@ -232,6 +239,7 @@ def _restore_generation(
         meta["base_seq"],
         detector.exact,
         keep_fingerprints=config.uses_simhash,
+        containment_bands=detector.index.containment_bands,
     )
     generation.sketches = Arena.of(part("sketches"))
     generation.key_highs = Arena.of(part("key_highs"))
@@ -246,6 +254,12 @@ def _restore_generation(
         generation.shingles.ends = Arena.of(part("shingle_ends"))
     if generation.fingerprints is not None:
         generation.fingerprints = Arena.of(part("simhash_fingerprints"))
+    if generation.containment is not None:
+        generation.containment.sizes = Arena.of(part("containment_sizes"))
+        generation.containment.key_highs = Arena.of(part("containment_key_highs"))
+        generation.containment.tables.docs = part("containment_docs")
+        generation.containment.tables.fingerprints = part("containment_fingerprints")
+        generation.containment.tables.entries = part("containment_entries")
     generation.first_event_time = _none_to(meta["first_event_time"], float("inf"))
     generation.last_event_time = _none_to(meta["last_event_time"], float("-inf"))
     return generation

@@ -34,6 +34,7 @@ from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
 from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import IntArray
+from stream_dedup.lsh.containment_tables import ContainmentEntries
 from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
 from stream_dedup.lsh.retention import GenerationList, Retention
@@ -68,8 +69,10 @@ class BandIndex:
         retention: Retention | None = None,
         keep_shingles: bool = False,
         keep_fingerprints: bool = False,
+        containment_bands: int = 0,
     ) -> None:
-        """``keep_shingles`` (exact verification) and ``keep_fingerprints`` (the combined method) store those too."""
+        """``keep_shingles`` (exact verification) and ``keep_fingerprints`` (the combined method) store those
+        too, and ``containment_bands`` (containment on) set sizes and that many containment tables."""
         if max_bucket_size < 1:
             raise ConfigError("max_bucket_size", f"must be at least 1, got {max_bucket_size}")
         self.sketch_bytes = sketch_bits // 8
@@ -77,6 +80,7 @@ class BandIndex:
         self.max_bucket_size = max_bucket_size
         self.keep_shingles = keep_shingles
         self.keep_fingerprints = keep_fingerprints
+        self.containment_bands = containment_bands
         self.history = GenerationList(retention or Retention(), self._new_generation)
         self.hot_bucket_skips = 0
 
@@ -152,22 +156,36 @@ class BandIndex:
                 ids[position] = doc_id
         return ids
 
-    def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
+    def add(
+        self,
+        batch: IndexedBatch,
+        earlier_counts: npt.NDArray[np.int64],
+        containment: ContainmentEntries | None = None,
+    ) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
         ``earlier_counts[row, table]`` is how many documents already sit under
         that key in the newest generation plus how many earlier rows of the
         batch share it: a row is entered in a table only below the cap.
+        ``containment`` holds the batch's containment entries (containment on).
         """
         admit = earlier_counts < self.max_bucket_size
         self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
-        self.generations[-1].add(batch, admit)
+        if containment is not None:
+            self.hot_bucket_skips += int(containment.admit.size - np.count_nonzero(containment.admit))
+        self.generations[-1].add(batch, admit, containment)
         self.history.note_event_times(batch.event_times)
         self.history.apply_retention()
 
     def _new_generation(self, base_seq: int, capacity: int | None) -> Generation:
         return Generation(
-            self.sketch_bytes, self.banding.bands + 1, base_seq, self.keep_shingles, capacity, self.keep_fingerprints
+            self.sketch_bytes,
+            self.banding.bands + 1,
+            base_seq,
+            self.keep_shingles,
+            capacity,
+            self.keep_fingerprints,
+            self.containment_bands,
         )
 
     def _locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[Generation, IntArray, IntArray]]:

@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.documents import REASONS
+from stream_dedup.engine.verdict import VerdictKind
 from stream_dedup.worker.batch import UNIQUE_TOO_LARGE, VERDICT_TOO_LARGE
 from stream_dedup.worker.events import Role
 from stream_dedup.worker.isolation import ISOLATED_REASON
@@ -30,7 +31,7 @@ ROLES: tuple[Role, ...] = get_args(Role)
 #: Why a record went to the dead-letter topic instead of being judged.
 DEAD_LETTER_REASONS: tuple[str, ...] = (*REASONS, VERDICT_TOO_LARGE, UNIQUE_TOO_LARGE, ISOLATED_REASON)
 
-_VERDICTS = ("unique", "duplicate")
+_VERDICTS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 _TRANSACTION_OUTCOMES = ("committed", "aborted")
 
 _BATCH_SECONDS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

@@ -1,4 +1,4 @@
-"""Distinct shingle sets kept for exact verification, as flat ragged arrays.
+"""Distinct shingle sets kept for exact verification, as flat ragged arrays; set sizes.
 
 Exact Jaccard needs each document's set of shingles. A set is stored as the
 sorted distinct high 32 bits of its shingle hashes (4 bytes a shingle: two
@@ -66,8 +66,8 @@ class ShingleSets:
         return ShingleSets(self.values[positions], ends)
 
 
-def exact_jaccard(left: ShingleSets, right: ShingleSets) -> npt.NDArray[np.float64]:
-    """Jaccard similarity of ``left[i]`` and ``right[i]`` for every ``i``, all pairs at once.
+def shared_counts(left: ShingleSets, right: ShingleSets) -> npt.NDArray[np.int64]:
+    """``|left[i] ∩ right[i]|`` for every ``i``, all pairs at once.
 
     Both sides are tagged with their pair number and sorted together: a value
     present in both sets of a pair appears twice in a row.
@@ -82,6 +82,20 @@ def exact_jaccard(left: ShingleSets, right: ShingleSets) -> npt.NDArray[np.float
     keyed = (tags << U64(32)) | np.concatenate((left.values, right.values)).astype(np.uint64)
     keyed.sort()
     repeated = keyed[1:][keyed[1:] == keyed[:-1]]
-    shared = np.bincount((repeated >> U64(32)).astype(np.intp), minlength=pairs)
+    return np.bincount((repeated >> U64(32)).astype(np.intp), minlength=pairs).astype(np.int64)
+
+
+def exact_jaccard(left: ShingleSets, right: ShingleSets) -> npt.NDArray[np.float64]:
+    """Jaccard similarity of ``left[i]`` and ``right[i]`` for every ``i``, all pairs at once."""
+    shared = shared_counts(left, right)
     union = left.lengths + right.lengths - shared
     return np.asarray(shared / np.maximum(union, 1), dtype=np.float64)
+
+
+def distinct_counts(chunk: ShingleChunk) -> npt.NDArray[np.uint32]:
+    """Number of distinct shingle hashes of every document of ``chunk``: its set size, for containment."""
+    hashes = np.sort(chunk.hashes, axis=1)
+    first = np.arange(hashes.shape[1]) < chunk.counts[:, None]
+    first[:, 1:] &= hashes[:, 1:] != hashes[:, :-1]
+    sizes: npt.NDArray[np.uint32] = np.count_nonzero(first, axis=1).astype(np.uint32)
+    return sizes

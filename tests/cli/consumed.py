@@ -26,10 +26,14 @@ def verdict_value(
     similarity: float | None = None,
     source: tuple[int, int, int] = (1, 73, T0),
     match: tuple[int, int] | None = None,
+    containment: tuple[str, float] | None = None,
 ) -> bytes:
-    """A verdict's JSON value (docs/verdicts.md); ``source`` is (partition, offset, timestamp)."""
+    """A verdict's JSON value (docs/verdicts.md); ``source`` is (partition, offset, timestamp).
+
+    ``containment``, ``(kind, value)``, makes it a format 3 ``contained`` or ``contains`` verdict.
+    """
     partition, offset, timestamp = source
-    value = {
+    value: dict[str, Any] = {
         "format_version": 2,
         "id": doc_id,
         "verdict": "unique" if duplicate_of is None else "duplicate",
@@ -39,4 +43,6 @@ def verdict_value(
         "source": {"topic": "documents", "partition": partition, "offset": offset, "timestamp": timestamp},
         "params_fingerprint": "3adcde92d2f4ad7c",
     }
+    if containment is not None:
+        value |= {"format_version": 3, "verdict": containment[0], "containment": containment[1]}
     return json.dumps(value).encode()  # a lone surrogate becomes an escape, as a hostile producer may send

@@ -532,3 +532,56 @@ def test_exact_verification_with_simhash_is_refused_naming_the_setting(tmp_path:
     result = run_cli("-", "--method", "simhash", "--verification", "exact", cwd=tmp_path, stdin=b"")
     assert result.returncode == 2
     assert b"'verification'" in result.stderr
+
+
+# --- containment ------------------------------------------------------------------------
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    doc_id=st.text(min_size=1),
+    match=st.text(min_size=1),
+    kind=st.sampled_from(["contained", "contains"]),
+    similarity=st.floats(0, 1),
+    containment=st.floats(0, 1),
+    match_line=st.integers(1, 2**40),
+)
+def test_containment_verdict_lines_are_exactly_what_json_dumps_writes(
+    doc_id: str, match: str, kind: str, similarity: float, containment: float, match_line: int
+) -> None:
+    verdict = Verdict(doc_id, kind, match, round(similarity, 4), match_line, None, round(containment, 4))  # type: ignore[arg-type]
+    assert verdict_line(verdict, 7) == json.dumps(verdict_record(verdict, 7), ensure_ascii=False) + "\n"
+
+
+def test_containment_verdicts_name_the_match_its_line_and_the_containment(tmp_path: Path) -> None:
+    article = text(21, count=120)
+    words = article.split()
+    excerpt = " ".join(words[:70])
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl(
+            {"id": "article", "text": article},
+            {"id": "excerpt", "text": excerpt},
+            {"id": "listing", "text": text(22)},
+            {"id": "reposted", "text": text(22) + " " + text(23, count=25)},
+            {"id": "other", "text": text(24)},
+        )
+    )
+    result = run_cli("in.jsonl", "-o", "out.jsonl", "--containment-threshold", "0.8", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    records = verdict_records((tmp_path / "out.jsonl").read_bytes())
+    excerpt_verdict, reposted, other = records[1], records[3], records[4]
+    assert (excerpt_verdict["verdict"], excerpt_verdict["duplicate_of"]) == ("contained", "article")
+    assert (reposted["verdict"], reposted["duplicate_of"]) == ("contains", "listing")
+    assert excerpt_verdict["match_source"] == {"line": 1} and reposted["match_source"] == {"line": 3}
+    assert excerpt_verdict["containment"] >= 0.9 and reposted["containment"] >= 0.9
+    assert excerpt_verdict["format_version"] == reposted["format_version"] == 3
+    # Records of the other verdicts keep format 2, and no containment field.
+    assert other == {**other, "format_version": 2, "verdict": "unique"} and "containment" not in other
+    assert list(excerpt_verdict) == [*VERDICT_FIELDS[:6], "containment", *VERDICT_FIELDS[6:]]
+
+
+def test_a_bad_containment_setting_exits_2_naming_it(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": "some text"}))
+    result = run_cli("in.jsonl", "--containment-threshold", "0.8", "--method", "simhash", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "containment_threshold" in result.stderr.decode()

@@ -237,3 +237,43 @@ def test_plot_to_a_path_that_cannot_be_written_fails_before_measuring(
     assert code == 1
     assert "sample" not in out
     assert str(tmp_path / "no" / "x.svg") in err
+
+
+# --- containment ------------------------------------------------------------------------
+
+PARTITION_LINE = re.compile(r"^    (\d+)-(\d+) +(\d+) +(\d\.\d{3}) +(\d\.\d{4})$")
+
+
+def test_containment_shows_its_banding_memory_and_the_recall_by_size_ratio(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = params(capsys, "--containment-threshold", "0.8", "--containment-max-ratio", "2")
+    assert code == 0
+    lines = out.splitlines()
+    banding = next(line for line in lines if line.startswith("  containment bands (b)"))
+    bands, rows = map(int, re.findall(r"\((?:b|r)\) (\d+)", banding))
+    assert (bands, rows) == (22, 2)
+    assert "about 268 bytes per document more" in out
+    ratio_two = next(line for line in lines if line.startswith("  2.00 "))
+    assert float(ratio_two.split()[-1]) == pytest.approx(candidate_probability(0.8 / 2.2, bands, rows), abs=1e-6)
+
+
+def test_containment_partitions_cover_the_judged_sizes_with_recall_at_least_the_target(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _, out, _ = params(capsys, "--containment-threshold", "0.9", "--containment-min-recall", "0.9")
+    sections = out.split("  query of ")[1:]
+    assert [int(section.split()[0]) for section in sections] == [100, 300, 1000]
+    for section in sections:
+        query = int(section.split()[0])
+        rows = [PARTITION_LINE.match(line) for line in section.splitlines()]
+        partitions = [(int(m[1]), int(m[2]), int(m[3]), float(m[4]), float(m[5])) for m in rows if m]
+        # Contiguous partitions from at most query/2 to at least query*2.
+        assert partitions[0][0] <= query / 2 and partitions[-1][1] >= query * 2
+        assert all(a[1] + 1 == b[0] for a, b in itertools.pairwise(partitions))
+        for _, _, bands, lowest, recall in partitions:
+            assert recall >= 0.9 - 1e-4
+            assert recall == pytest.approx(candidate_probability(lowest, bands, 3), abs=2e-3)
+
+
+def test_no_containment_lines_while_it_is_off(capsys: pytest.CaptureFixture[str]) -> None:
+    _, out, _ = params(capsys, "--containment-max-ratio", "3")
+    assert "containment" not in out

@@ -193,3 +193,23 @@ def test_any_record_becomes_one_safe_line(value: bytes | None, headers: list[tup
     line.encode("utf-8")
     assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E for c in line)
     assert _ANSI.sub("", record_line(record, COLOUR)) == line
+
+
+def test_containment_verdicts_read_as_sentences_with_their_containment() -> None:
+    contained = watched_record(
+        consumed(verdict_value("ad-0300", "ad-0051", 0.47, match=(1, 12), containment=("contained", 0.9641)))
+    )
+    contains = watched_record(
+        consumed(verdict_value("ad-0301", "ad-0052", 0.69, match=(1, 13), containment=("contains", 0.9873)))
+    )
+    assert isinstance(contained, VerdictRecord) and isinstance(contains, VerdictRecord)
+    assert (contained.verdict, contained.containment) == ("contained", 0.9641)
+    assert re.fullmatch(r"contained  ad-0300 +in ad-0051 +0\.964  at 1:73", record_line(contained, PLAIN))
+    assert re.fullmatch(r"contains   ad-0301 +of ad-0052 +0\.987  at 1:73", record_line(contains, PLAIN))
+    assert record_line(contained, COLOUR).startswith("\x1b[1;33mcontained\x1b[0m")
+
+
+def test_a_containment_that_is_not_a_number_makes_the_record_unknown() -> None:
+    value = json.loads(verdict_value("ad-0300", "ad-0051", 0.47, match=(1, 12), containment=("contained", 0.9)))
+    value["containment"] = "0.9"
+    assert isinstance(watched_record(consumed(_json_bytes(value))), OtherRecord)

@@ -121,3 +121,20 @@ def test_similarity_bins_are_wider_when_similarities_are_low() -> None:
     labels = [line.split()[-3] if line.startswith("  similarity") else line.split()[0] for line in lines]
     assert labels == ["1.00", "0.90-1.00", "0.60-0.70", "0.50-0.60"]
     assert [int(line.split()[-1]) for line in lines] == [2, 1, 1, 1]
+
+
+def test_containment_verdicts_are_counted_apart_from_duplicates() -> None:
+    summary = WatchSummary()
+    summary.add(_verdict("u0"))
+    summary.add(_verdict("d0", 0.9))
+    for kind, doc_id in (("contained", "c0"), ("contained", "c1"), ("contains", "c2")):
+        value = verdict_value(doc_id, "orig", 0.5, source=(0, 1, T0), match=(0, 0), containment=(kind, 0.95))
+        record = watched_record(consumed(value, timestamp=T0 + 100))
+        assert isinstance(record, VerdictRecord)
+        summary.add(record)
+    figures = summary.figures()
+    assert (figures.documents, figures.duplicates, figures.contained, figures.contains) == (5, 1, 2, 1)
+    assert figures.duplicate_rate == 0.2
+    assert summary.similarities == [0.9]
+    lines = render_summary(summary, [], [], Style(colour=False), dead_letters_read=False)
+    assert lines[1] == "  documents     5 judged: 1 unique, 1 duplicates (20.0%), 2 contained, 1 contains"

@@ -71,6 +71,8 @@ configs = st.sampled_from(
         DetectionConfig(threshold=0.7, bands=32, rows_per_band=4, max_bucket_size=2),
         DetectionConfig(max_documents=6),
         DetectionConfig(threshold=0.6, verification="exact", max_documents=6),
+        DetectionConfig(containment_threshold=0.7, max_documents=6),
+        DetectionConfig(containment_threshold=0.8, verification="exact", max_bucket_size=2),
     ]
 )
 
@@ -463,3 +465,37 @@ def test_captured_image_is_unchanged_by_later_batches(tmp_path: Path) -> None:
     # The image holds the state at capture: the later batch gets the same verdicts again.
     assert len(restored) == 200
     assert restored.process(ids[later], texts[later], event_times=[0.0] * 100) == expected_later
+
+
+# --- containment ------------------------------------------------------------------------
+
+
+def test_containment_state_survives_a_round_trip(tmp_path: Path) -> None:
+    config = DetectionConfig(containment_threshold=0.8)
+    article = " ".join(words_text(seed, 30) for seed in (1, 2, 3))
+    detector = fed(config, [article, words_text(4)])
+    save_snapshot(detector, tmp_path / "index.snap")
+    restored, _ = load_snapshot(tmp_path / "index.snap", config)
+    excerpt = " ".join(article.split(" ")[:55])
+    expanded = f"{words_text(4)} {words_text(5, 15)}"
+    ids = ["excerpt", "expanded"]
+    verdicts = process(restored, ids, [excerpt, expanded])
+    assert verdicts == process(detector, ids, [excerpt, expanded])
+    assert [(v.verdict, v.duplicate_of) for v in verdicts] == [("contained", "d0"), ("contains", "d1")]
+    assert restored.memory_bytes() == detector.memory_bytes()
+
+
+@pytest.mark.parametrize(
+    ("made_with", "loaded_with"),
+    [
+        (DetectionConfig(containment_threshold=0.8), DetectionConfig()),
+        (DetectionConfig(), DetectionConfig(containment_threshold=0.8)),
+        (DetectionConfig(containment_threshold=0.8), DetectionConfig(containment_threshold=0.9)),
+    ],
+)
+def test_a_snapshot_with_other_containment_tables_is_refused_naming_them(
+    tmp_path: Path, made_with: DetectionConfig, loaded_with: DetectionConfig
+) -> None:
+    save_snapshot(fed(made_with, [words_text(1)]), tmp_path / "index.snap")
+    with pytest.raises(IncompatibleSnapshotError, match="containment_bands"):
+        load_snapshot(tmp_path / "index.snap", loaded_with)

@@ -40,6 +40,10 @@ def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
     assert (ours.signed.fingerprints is None) == (theirs.signed.fingerprints is None)
     if ours.signed.fingerprints is not None and theirs.signed.fingerprints is not None:
         assert np.array_equal(ours.signed.fingerprints, theirs.signed.fingerprints)
+    assert (ours.signed.containment is None) == (theirs.signed.containment is None)
+    if ours.signed.containment is not None and theirs.signed.containment is not None:
+        assert np.array_equal(ours.signed.containment.sizes, theirs.signed.containment.sizes)
+        assert np.array_equal(ours.signed.containment.keys, theirs.signed.containment.keys)
 
 
 @pytest.mark.parametrize(
@@ -49,8 +53,9 @@ def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
         DetectionConfig(verification="exact"),
         DetectionConfig(method="simhash"),
         DetectionConfig(method="combined", verification="exact"),
+        DetectionConfig(containment_threshold=0.8),
     ],
-    ids=["estimate", "exact", "simhash", "combined-exact"],
+    ids=["estimate", "exact", "simhash", "combined-exact", "containment"],
 )
 def test_an_entry_survives_encoding(config: DetectionConfig) -> None:
     entry = entry_of(make_corpus(50, seed=1), config)
@@ -62,7 +67,8 @@ def test_an_entry_survives_encoding(config: DetectionConfig) -> None:
 @settings(max_examples=25, deadline=None)
 @given(documents=st.integers(1, 120), max_bytes=st.integers(100, 20_000))
 def test_a_big_batch_splits_into_parts_that_merge_back(documents: int, max_bytes: int) -> None:
-    config = DetectionConfig(method="combined", verification="exact")  # every part a record can carry
+    # Every part a record can carry.
+    config = DetectionConfig(method="combined", verification="exact", containment_threshold=0.8)
     entry = entry_of(make_corpus(documents, seed=documents), config)
     digest = config.signature_fingerprint()
     parts = [decode_entry(value, digest) for value in encode_entry(entry, digest, max_bytes=max_bytes)]
@@ -106,3 +112,10 @@ def test_the_signature_fingerprint_of_the_defaults_never_changes_by_accident() -
 def test_a_foreign_record_is_refused() -> None:
     with pytest.raises(ChangelogError, match="bad magic"):
         decode_entry(b'{"not": "ours"}', DIGEST)
+
+
+def test_a_record_made_with_containment_is_refused_without_it() -> None:
+    config = DetectionConfig(containment_threshold=0.8)
+    (value,) = encode_entry(entry_of(make_corpus(5, seed=3), config), config.signature_fingerprint())
+    with pytest.raises(ChangelogError, match="other signature parameters"):
+        decode_entry(value, DIGEST)

@@ -162,3 +162,32 @@ def test_every_kind_of_hostile_record_is_a_dead_letter_with_its_reason(
     letter = read_record(Record(key=key, value=value), InputReading(max_document_bytes=MAX_DOCUMENT_BYTES))
     assert isinstance(letter, DeadLetter), name
     assert letter.reason == reason
+
+
+@pytest.mark.parametrize("kind", ["contained", "contains"])
+def test_a_containment_verdict_value_is_format_3_with_the_containment(kind: str) -> None:
+    document = read(b'{"id": "b", "text": "t"}')
+    assert isinstance(document, InputDocument)
+    matched = source_pointer(Source("documents", 0, 12, 0))
+    verdict = Verdict("b", kind, "a", 0.5714, matched, None, 0.9512)  # type: ignore[arg-type]
+    value = json.loads(verdict_value(verdict, document.source, "abcd"))
+    assert value == {
+        "format_version": 3,
+        "id": "b",
+        "verdict": kind,
+        "duplicate_of": "a",
+        "similarity": 0.5714,
+        "hamming_distance": None,
+        "containment": 0.9512,
+        "match_source": {"topic": "documents", "partition": 0, "offset": 12},
+        "source": {"topic": "documents", "partition": 2, "offset": 41, "timestamp": 1_700_000_000_000},
+        "params_fingerprint": "abcd",
+    }
+
+
+def test_unique_and_duplicate_values_stay_format_2_without_a_containment_field() -> None:
+    document = read(b'{"id": "b", "text": "t"}')
+    assert isinstance(document, InputDocument)
+    for verdict in (Verdict("b", "unique"), Verdict("b", "duplicate", "a", 0.9, 3)):
+        value = json.loads(verdict_value(verdict, document.source, "abcd"))
+        assert value["format_version"] == 2 and "containment" not in value

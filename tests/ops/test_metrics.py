@@ -243,3 +243,9 @@ def test_observe_many_refuses_a_labelled_parent() -> None:
     histogram = Histogram("h", "test", ["shard"], registry=CollectorRegistry())
     with pytest.raises(ValueError, match="labels"):
         observe_many(histogram, [1.0])
+
+
+def test_containment_verdict_series_exist_at_zero_from_construction() -> None:
+    metrics = WorkerMetrics()
+    for verdict in ("contained", "contains"):
+        assert sample(metrics, "stream_dedup_documents_total", verdict=verdict) == 0.0
