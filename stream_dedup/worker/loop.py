@@ -47,6 +47,15 @@ and again                                  failed: nothing was begun);         f
                                            transaction (``BatchFailures``);    ``dead_letters_total{reason=
                                            the one failing alone is dead-      "processing_failed"}``
                                            lettered, unread
+a signer process dies (kill -9, out of     ``SignerPool``: replaced; its       ERROR "signer process N (pid P) exited
+memory, a crash) or answers nothing for    share of the batch is signed again  with code C (...); restarting it",
+120 s                                      by the new one (nothing of the      ``signer_restarts_total``
+                                           batch was produced yet)
+the replacement fails the same batch       ``_Session.judge``: a failing       ERROR "signing a batch failed", then
+                                           batch (row above), so a record      as a failing batch
+                                           that kills signers is isolated
+a signer process cannot start, or runs     ``SignerPool.start``: exit 1        the message says what to do
+other detection settings                                                       (``signing_processes=0``)
 a lagging input partition with nothing     ``EventTimeMerge.take`` waits (no   ``partition_wait_seconds_total``
 fetched (event-time order)                 batch) up to                        grows; then the other partitions go
                                            ``max_partition_idle_ms``           on past it
@@ -62,13 +71,15 @@ it)
 a snapshot write fails (disk full)         ``_Session.snapshot_failed``:       ERROR "snapshot failed",
                                            logged, the loop goes on            ``snapshot_failures_total``
 SIGTERM, SIGINT                            ``Worker.request_stop``: batch      INFO "received SIGTERM", role
-                                           finished, final snapshot, group     ``stopping``, exit 0
-                                           left
+                                           finished (the one being signed is   ``stopping``, exit 0
+                                           dropped, never committed), final
+                                           snapshot, group left
 shutdown grace period exceeded             ``stop_signals``                    ERROR "shutdown grace period
                                                                                exceeded", exit 1
 kill -9, lost machine                      the broker aborts the open          a standby (or the restarted replica)
                                            transaction; the next active        goes active; nothing lost or twice
-                                           replica restores
+                                           replica restores; signer processes
+                                           see their input close and exit
 =========================================  ==================================  =========================================
 """
 
@@ -92,10 +103,11 @@ from stream_dedup.worker.batch import publish_batch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.intake import BatchIntake
 from stream_dedup.worker.isolation import BatchFailures
-from stream_dedup.worker.pipeline import LocalSigners, SigningFailedError, SigningPipeline
+from stream_dedup.worker.pipeline import LocalSigners, SigningFailedError, SigningPipeline, SigningStoppedError
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.restore import report_index, restore
 from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.signer_pool import SignerPool
 from stream_dedup.worker.signing import SignedRecords
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
 from stream_dedup.worker.topics import ensure_stage_topics, stage_destinations
@@ -126,6 +138,8 @@ class Worker:
         self.store = SnapshotStore(settings.snapshot_dir, settings.snapshots_kept)
         #: Outlives sessions: a failing batch ends its session and comes back in the next.
         self.failures = BatchFailures()
+        #: Outlives sessions too, when there are signer processes (started by run()).
+        self.signer_pool: SignerPool | None = None
         self._stop = threading.Event()
         self._deadline: float | None = None
 
@@ -153,7 +167,8 @@ class Worker:
           changelog after a pause (1 s, doubling up to 30 s).
         - :class:`~stream_dedup.errors.StreamDedupError` (a changelog of other
           signature parameters or of another input, a snapshot of other
-          parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`): raised
+          parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`, a
+          signer process that cannot start): raised
           to the caller; ``stream-dedup run`` exits 1 with the message. Retrying
           in-process would meet the same changelog, snapshot or brokers.
         - :class:`OSError` (the snapshot directory cannot be created or read):
@@ -166,6 +181,14 @@ class Worker:
         - Anything else is a bug: raised with its traceback.
         """
         ensure_stage_topics(self.settings)
+        with contextlib.ExitStack() as started:
+            if self.settings.signing_processes > 0:
+                # Started once, before the first session, and kept across sessions.
+                self.signer_pool = self._start_signers()
+                started.callback(self.signer_pool.close)
+            self._run_sessions()
+
+    def _run_sessions(self) -> None:
         backoff = 1.0
         while not self.stopping:
             try:
@@ -179,6 +202,12 @@ class Worker:
                 # Not a broker fault: no reason to back off. It ends within a few
                 # sessions, when the offending record is isolated (see isolation).
                 self._stop.wait(1.0)
+
+    def _start_signers(self) -> SignerPool:
+        s = self.settings
+        pool = SignerPool(s.signing_processes, s.detection, s.input_reading(), self.events, lambda: self.stopping)
+        pool.start()
+        return pool
 
     def _run_session(self) -> None:
         """Restore, connect, loop; every client is closed on the way out, the last opened first."""
@@ -281,7 +310,8 @@ class _Session:
             consumer, s.input_topic, s.batch_size, s.max_partition_idle_ms / 1000.0, self.failures, self.events
         )
         #: The batch taken last, being read and signed while the one before it is judged and committed.
-        self.pipeline = SigningPipeline(LocalSigners(detector, s.input_reading()), self.failures.offenders)
+        signers = worker.signer_pool or LocalSigners(detector, s.input_reading())
+        self.pipeline = SigningPipeline(signers, self.failures.offenders)
         self._last_lag = 0.0
 
     def run(self) -> None:
@@ -390,19 +420,21 @@ class _Session:
 
     def judge(self, taken: list[Any]) -> None:
         """Start signing ``taken``; judge and commit the batch taken before it, signed meanwhile."""
+        started = time.perf_counter()  # a batch's time includes waiting for its signing
         try:
             signed = self.pipeline.advance(taken)
+        except SigningStoppedError:
+            return  # stopping: the batch is dropped, its records are fetched again by whoever runs next
         except SigningFailedError as failure:
             # No transaction is open yet: the batch failed before any of it was produced.
             log.error("signing a batch failed: %s", failure)
             self.isolate(failure.records, failure.cause)
             raise _BatchFailedError(str(failure)) from failure
         if signed is not None:
-            self.process_batch(signed)
+            self.process_batch(signed, started)
 
-    def process_batch(self, batch: SignedRecords) -> None:
+    def process_batch(self, batch: SignedRecords, started: float) -> None:
         """Judge ``batch`` and commit all it produces in one transaction, or abort it and end the session."""
-        started = time.perf_counter()
         try:
             committed = publish_batch(
                 batch,

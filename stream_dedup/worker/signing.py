@@ -43,10 +43,6 @@ class SignedRecords:
     outcomes: list[Outcome]
     signed: SignedBatch
 
-    @property
-    def documents(self) -> int:
-        return len(self.signed)
-
 
 def read_and_sign(records: Sequence[Any], reading: InputReading, signer: DuplicateDetector) -> SignedRecords:
     """Read every record (JSON, id, normalisation) and sign the documents among them, in one call if possible.
