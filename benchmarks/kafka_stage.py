@@ -70,6 +70,7 @@ import io
 import json
 import logging
 import multiprocessing
+import os
 import pstats
 import resource
 import shutil
@@ -81,6 +82,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -110,6 +112,8 @@ BATCH = 1_000
 BAR = 0.6
 #: Issue 14: end to end against the bare transactional relay.
 RELAY_BAR = 0.7
+#: Cores the CPU-bound ceilings are computed for (this machine's).
+CORES = os.cpu_count() or 1
 ROUNDS = 2
 #: Share of the documents left out of a rate, at its start (see ``steady_rate``).
 WARM_UP = 0.1
@@ -120,6 +124,8 @@ STALL_SECONDS = 20.0
 T = TypeVar("T")
 #: What a production broker gives a topic; broker.sh's test broker rolls segments at 1 MiB.
 TOPIC_CONFIGS = {"segment.bytes": str(1 << 30), "retention.ms": "-1", "retention.bytes": "-1"}
+#: Brokers this script started, by bootstrap address: their CPU time is reported beside the stages'.
+BROKER_PIDS: dict[str, int] = {}
 #: The changelog as the worker creates it with its default settings (plus the above).
 CHANGELOG_CONFIGS = {**TOPIC_CONFIGS, **changelog_configs(WorkerSettings())}
 
@@ -145,7 +151,9 @@ def broker(bootstrap: str | None) -> Iterator[str]:
             capture_output=True,
             text=True,
         )
-        yield started.stdout.strip()
+        bootstrap = started.stdout.strip()
+        BROKER_PIDS[bootstrap] = int((Path(data) / "broker.pid").read_text())
+        yield bootstrap
     finally:
         # Stop even after a failed start: no broker JVM may outlive the benchmark.
         subprocess.run(["bash", str(BROKER_SH), "stop", "--data", data], check=False)
@@ -274,7 +282,7 @@ class StageClock(WorkerEvents):
         self.failure: BaseException | None = None
         self.signing_wait = 0.0
         #: CPU seconds of this process and of its reaped children (the signers) over the run, and the run's wall time.
-        self.cpu: tuple[float, float, float] = (0.0, 0.0, 0.0)
+        self.cpu = CpuUse(0.0, 0.0, None, 0.0)
         self._records = 0
 
     def role_changed(self, role: Role, reason: str) -> None:
@@ -335,7 +343,7 @@ def running_worker(
             clock.active.set()
             clock.finished.set()
 
-    before, started = _cpu_seconds(), time.perf_counter()
+    meter = CpuMeter(settings.bootstrap_servers)
     thread = threading.Thread(target=run, name="worker", daemon=True)
     thread.start()
     try:
@@ -344,18 +352,50 @@ def running_worker(
         worker.request_stop()
         thread.join(120)
     # After the join: the signers have exited and been reaped, so their time is in RUSAGE_CHILDREN.
-    after = _cpu_seconds()
-    clock.cpu = (after[0] - before[0], after[1] - before[1], time.perf_counter() - started)
+    clock.cpu = meter.used()
     if failure:
         raise failure[0]
     if thread.is_alive():
         raise RuntimeError("the worker did not stop within 120 s")
 
 
-def _cpu_seconds() -> tuple[float, float]:
-    """CPU seconds (user + system) of this process, and of its children that have ended."""
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+@dataclass(frozen=True)
+class CpuUse:
+    """CPU seconds over a run: this process (the stage's thread and kafka-python's), its children that
+    ended meanwhile (the signer processes), the broker (when we started it), and the run's wall time."""
+
+    own: float
+    signers: float
+    broker: float | None
+    wall: float
+
+    @property
+    def total(self) -> float:
+        return self.own + self.signers + (self.broker or 0.0)
+
+
+class CpuMeter:
+    """Starts counting when made; :meth:`used` is the CPU spent since."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.broker_pid = BROKER_PIDS.get(bootstrap)
+        self.started = time.perf_counter()
+        self.before = self._sample()
+
+    def used(self) -> CpuUse:
+        own, children, broker = self._sample()
+        spent_broker = None if broker is None or self.before[2] is None else broker - self.before[2]
+        wall = time.perf_counter() - self.started
+        return CpuUse(own - self.before[0], children - self.before[1], spent_broker, wall)
+
+    def _sample(self) -> tuple[float, float, float | None]:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        broker = None
+        if self.broker_pid is not None:
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = Path(f"/proc/{self.broker_pid}/stat").read_text().rsplit(")", 1)[1].split()
+                broker = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime, broker
 
 
 class StalledError(RuntimeError):
@@ -441,6 +481,7 @@ def relay_stage(bootstrap: str, input_topic: str, expected: int, verdict: bytes,
     producer.init_transactions()
     consumer = group_consumer(connection, name, "bench", defaults.session_timeout_seconds, BATCH)
     clock = StageClock(expected)
+    meter = CpuMeter(bootstrap)
     try:
         consumer.subscribe([input_topic])
         progress = time.perf_counter()
@@ -465,6 +506,7 @@ def relay_stage(bootstrap: str, input_topic: str, expected: int, verdict: bytes,
     finally:
         consumer.close()
         producer.close()
+    clock.cpu = meter.used()
     return clock
 
 
@@ -545,13 +587,26 @@ def profile(bootstrap: str, input_topic: str, count: int, snapshots: Path) -> st
 
 
 def cpu_note(name: str, clock: StageClock, count: int) -> str:
-    """CPU per 1,000 documents of the worker's process and of its signers, and the loop's wait for the signers."""
-    own, signers, wall = clock.cpu
-    waited = f", the loop waited {clock.signing_wait / wall:.0%} of the run for them" if clock.signing_wait else ""
+    """CPU per 1,000 documents of each process of a stage's best run, and the rate that CPU allows on 2 cores."""
+    use = clock.cpu
+    per = 1000 / count
+    parts = [f"stage's process {use.own * per:.2f}"]
+    if use.signers:
+        parts.append(f"signers {use.signers * per:.2f}")
+    if use.broker is not None:
+        parts.append(f"broker {use.broker * per:.2f}")
+    waited = ""
+    if clock.signing_wait:
+        waited = f"; the loop waited {clock.signing_wait / use.wall:.0%} of the run for the signers"
     return (
-        f"CPU s per 1,000 docs, {name} (its best run, start to stop): worker's process {1000 * own / count:.2f}, "
-        f"signers {1000 * signers / count:.2f}{waited}"
+        f"CPU s per 1,000 docs, {name} (best run, start to stop): {', '.join(parts)}: "
+        f"{CORES} dedicated cores allow at most {CORES * count / use.total:,.0f} docs/s{waited}"
     )
+
+
+def cpu_bound(clock: StageClock, count: int) -> float:
+    """Docs/s the stage's CPU use (broker included, when known) allows on ``CORES`` dedicated cores."""
+    return CORES * count / clock.cpu.total
 
 
 def main() -> None:
@@ -617,6 +672,12 @@ def main() -> None:
         ),
         Row("docs/s end to end, signing in place", best["in place"], "bare relay (client only)", best["bare relay"]),
         Row("docs/s end to end, pipelined", best["ours"], "signing in place", best["in place"]),
+        Row(
+            f"docs/s its CPU allows on {CORES} cores",
+            cpu_bound(clocks["ours"], count),
+            "the same for the bare relay",
+            cpu_bound(clocks["bare relay"], count),
+        ),
         *(
             Row(
                 f"verdict latency {name} ms, {ours_fed:,.0f} docs/s fed",
@@ -641,7 +702,7 @@ def main() -> None:
             f"left out for ours: {first_batch:.2f} s from 'active' to the first commit, and the rebalance when "
             f"kafka-python joins twice (it became active {clock.activations}x); from the first commit on, "
             f"ours ran {from_first:,.0f} docs/s",
-            *(cpu_note(name, clocks[name], count) for name in ("ours", "in place", "worker path")),
+            *(cpu_note(name, clocks[name], count) for name in clocks),
             f"latency: {len(steady):,} docs fed at {args.load:.0%} of ours' best rate by another process, "
             "commit time - record timestamp; the stage was active (and rejoined) before the feed began",
             *(f"stalled and run again: {stall}" for stall in stalls),
