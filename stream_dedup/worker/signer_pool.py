@@ -169,10 +169,16 @@ class SignerPool:
         self._busy = []
 
     def close(self) -> None:
-        """Close every signer's input (they exit), then wait for them; kill those that do not exit."""
+        """Close every signer's pipes (they exit), then wait for them; kill those that do not exit.
+
+        Both pipes: a signer blocked writing an answer nobody will read then
+        fails its write and exits at once, instead of waiting to be killed.
+        """
         for signer in self.signers:
-            if signer.process is not None and signer.process.stdin is not None:
-                signer.process.stdin.close()
+            if signer.process is not None:
+                for pipe in (signer.process.stdin, signer.process.stdout):
+                    if pipe is not None:
+                        pipe.close()
         deadline = time.monotonic() + _EXIT_SECONDS
         for signer in self.signers:
             self._end(signer, max(0.1, deadline - time.monotonic()))

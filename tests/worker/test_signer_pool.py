@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -194,3 +195,15 @@ def test_signers_end_when_their_worker_is_killed() -> None:
         worker.wait()
     alive = wait_ended(pids, 20)
     assert not alive, f"signers {alive} outlived their worker"
+
+
+def test_closing_with_an_answer_unread_ends_the_signers_at_once(events: Restarts) -> None:
+    pool = started(2, DetectionConfig(), events)
+    pool.submit(records(0, 2000))  # answers of ~200 KB each: more than a pipe holds
+    time.sleep(1.0)
+    pids = [signer.pid for signer in pool.signers]
+    closing = time.monotonic()
+    pool.close()
+    assert time.monotonic() - closing < signer_pool._EXIT_SECONDS
+    assert not wait_ended(pids, 0)
+    assert [signer.process.returncode for signer in pool.signers if signer.process] == [0, 0]
