@@ -77,3 +77,11 @@ class BrokersRejectedError(KafkaStartupError):
 
 class TopicConfigError(StreamDedupError):
     """A topic the stage writes to is configured so that it cannot work; the message names the topic and setting."""
+
+
+class SignerStartError(StreamDedupError):
+    """A signer process could not be started, or did not answer its configuration as expected.
+
+    Not a fault of any record, so it is not retried batch after batch: the
+    process exits (1) with the message, which says what to do.
+    """

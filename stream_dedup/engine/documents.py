@@ -112,7 +112,11 @@ def _read_json_document(
         return Refusal("invalid_utf8", "not valid UTF-8")
     # Before json.loads, which recurses once per level: 100,000 nested brackets
     # would raise RecursionError deep inside the parser (or exhaust the stack).
-    depth = json_depth(line)
+    # Nesting never exceeds the number of opening brackets, which costs a
+    # fraction of a microsecond to count: the exact depth (tens of
+    # microseconds for a 1 KB document) only for the few that have many.
+    opening = line.count("{") + line.count("[")
+    depth = json_depth(line) if opening > MAX_JSON_DEPTH else opening
     if depth > MAX_JSON_DEPTH:
         return Refusal("too_deep", f"arrays and objects nested {depth} deep; at most {MAX_JSON_DEPTH} are read")
     try:

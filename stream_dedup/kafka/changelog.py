@@ -21,30 +21,28 @@ Record value layout (no pickle)::
     u8       format version
     u32      header length (little-endian)
     header   UTF-8 JSON: digest, input topic, positions, final flag, array directory
-    arrays   raw little-endian bytes, back to back: sketches, keys, event times,
-             sources, ids; shingle sets (exact verification), SimHash
-             fingerprints (methods simhash and combined), set sizes and
-             containment keys (containment on) when the batch has them
+    arrays   raw little-endian bytes, back to back: sketches, keys (shingle sets
+             with exact verification, SimHash fingerprints with the methods
+             simhash and combined, set sizes and containment keys with
+             containment on), event times, sources, ids
+
+From the header length on, this is :mod:`stream_dedup.kafka.packed_arrays`.
 """
 
-import json
-import math
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from stream_dedup.errors import ChangelogError
-from stream_dedup.lsh.containment_tables import ContainmentSignature
+from stream_dedup.kafka.packed_arrays import pack, signed_arrays, signed_batch, text_arrays, texts_of, unpack
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
-from stream_dedup.text.shingle_sets import ShingleSets
 
 MAGIC = b"SDCL"
 #: 2: one-bit sketches, index keys and sources instead of 8-bit signatures.
 FORMAT_VERSION = 2
-_PREFIX = struct.Struct("<4sBI")
+#: Magic and format version, before the packed arrays (whose header length follows).
+_PREFIX = struct.Struct("<4sB")
 
 #: Default upper bound of one changelog record value (Kafka's default limit is 1 MB).
 MAX_RECORD_BYTES = 512 * 1024
@@ -86,30 +84,21 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     """Parse a record value; raises :class:`ChangelogError` if it is not replayable here."""
     if len(value) < _PREFIX.size or value[:4] != MAGIC:
         raise ChangelogError("a changelog record is not a stream-dedup changelog record (bad magic)")
-    _, version, header_length = _PREFIX.unpack_from(value)
+    _, version = _PREFIX.unpack_from(value)
     if version != FORMAT_VERSION:
         raise ChangelogError(
             f"changelog record format {version}; this release reads format {FORMAT_VERSION} only. "
             "Replay it with the release that wrote it, or point changelog_topic at a new topic "
             "(the index then starts empty)."
         )
-    header = json.loads(value[_PREFIX.size : _PREFIX.size + header_length])
+    header, arrays = unpack(value, _PREFIX.size)
     if header["digest"] != digest:
         raise ChangelogError(
             "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
             "banding, verification or SimHash weighting) than this run's; its signatures are not comparable. "
             "Run with the original settings, or point changelog_topic at a new topic (the index then starts empty)."
         )
-    arrays = dict(_read_arrays(value, _PREFIX.size + header_length, header["arrays"]))
-    id_bytes, id_ends = arrays["id_bytes"].tobytes(), arrays["id_ends"]
-    ends = id_ends.tolist()
-    ids = [id_bytes[s:e].decode("utf-8") for s, e in zip([0, *ends[:-1]], ends, strict=False)]
-    shingles = ShingleSets(arrays["shingle_values"], arrays["shingle_ends"]) if "shingle_values" in arrays else None
-    containment = None
-    if "set_sizes" in arrays:
-        containment = ContainmentSignature(arrays["set_sizes"], arrays["containment_keys"])
-    signed = SignedBatch(arrays["sketches"], arrays["keys"], shingles, arrays.get("fingerprints"), containment)
-    documents = IndexedBatch(ids, signed, arrays["event_times"], arrays["sources"])
+    documents = IndexedBatch(texts_of(arrays, "id"), signed_batch(arrays), arrays["event_times"], arrays["sources"])
     return ChangelogEntry(
         documents=documents,
         input_topic=header["input_topic"],
@@ -139,47 +128,19 @@ def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
 
 def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
     documents = entry.documents
-    encoded_ids = [doc_id.encode("utf-8") for doc_id in documents.ids]
-    shingles, fingerprints = documents.signed.shingles, documents.signed.fingerprints
-    arrays: list[tuple[str, np.ndarray]] = [
-        ("sketches", np.ascontiguousarray(documents.signed.sketches, dtype=np.uint8)),
-        ("keys", np.ascontiguousarray(documents.signed.keys, dtype="<u4")),
+    arrays = [
+        *signed_arrays(documents.signed),
         ("event_times", np.ascontiguousarray(documents.event_times, dtype="<f8")),
         ("sources", np.ascontiguousarray(documents.sources, dtype="<u8")),
-        ("id_bytes", np.frombuffer(b"".join(encoded_ids), dtype=np.uint8)),
-        ("id_ends", np.cumsum([len(b) for b in encoded_ids], dtype="<i8")),
+        *text_arrays("id", documents.ids),
     ]
-    if shingles is not None:
-        arrays += [
-            ("shingle_values", np.ascontiguousarray(shingles.values, dtype="<u4")),
-            ("shingle_ends", np.ascontiguousarray(shingles.ends, dtype="<i8")),
-        ]
-    if fingerprints is not None:
-        arrays.append(("fingerprints", np.ascontiguousarray(fingerprints, dtype="<u8")))
-    containment = documents.signed.containment
-    if containment is not None:
-        arrays += [
-            ("set_sizes", np.ascontiguousarray(containment.sizes, dtype="<u4")),
-            ("containment_keys", np.ascontiguousarray(containment.keys, dtype="<u4")),
-        ]
-    header = json.dumps(
-        {
-            "digest": digest,
-            "input_topic": entry.input_topic,
-            "positions": {str(p): o for p, o in sorted(entry.positions.items())},
-            "final": entry.final,
-            "arrays": [[name, array.dtype.str, list(array.shape)] for name, array in arrays],
-        }
-    ).encode()
-    return b"".join([_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header)), header, *(a.tobytes() for _, a in arrays)])
-
-
-def _read_arrays(value: bytes, offset: int, directory: list[Any]) -> Iterator[tuple[str, np.ndarray]]:
-    for name, dtype_str, shape in directory:
-        count = math.prod(int(d) for d in shape)
-        array = np.frombuffer(value, dtype=np.dtype(dtype_str), count=count, offset=offset).reshape(shape)
-        offset += array.nbytes
-        yield str(name), array
+    header = {
+        "digest": digest,
+        "input_topic": entry.input_topic,
+        "positions": {str(p): o for p, o in sorted(entry.positions.items())},
+        "final": entry.final,
+    }
+    return b"".join([_PREFIX.pack(MAGIC, FORMAT_VERSION), *pack(header, arrays)])
 
 
 def _row_bytes(entry: ChangelogEntry) -> float:

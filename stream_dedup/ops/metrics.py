@@ -169,6 +169,16 @@ class WorkerMetrics:
             "Records that kept failing their batch, isolated and sent to the dead-letter topic.",
             registry=r,
         )
+        self.signing_wait = Counter(
+            "stream_dedup_signing_wait_seconds_total",
+            "Time the loop waited for the signer processes to finish the batch it was about to judge.",
+            registry=r,
+        )
+        self.signer_restarts = Counter(
+            "stream_dedup_signer_restarts_total",
+            "Signer processes that died or stopped answering and were replaced.",
+            registry=r,
+        )
         self.last_commit = Gauge(
             "stream_dedup_last_commit_timestamp_seconds", "Unix time of the last committed transaction.", registry=r
         )

@@ -79,6 +79,12 @@ class MetricsEvents(WorkerEvents):
     def record_isolated(self, topic: str, partition: int, offset: int) -> None:
         self.metrics.isolated_records.inc()
 
+    def signing_waited(self, seconds: float) -> None:
+        self.metrics.signing_wait.inc(seconds)
+
+    def signer_restarted(self) -> None:
+        self.metrics.signer_restarts.inc()
+
     def replay_progress(self, documents: int, remaining_records: int) -> None:
         self.metrics.replayed_documents.inc(documents)
         self.metrics.replay_remaining.set(remaining_records)

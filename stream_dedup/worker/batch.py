@@ -6,11 +6,11 @@ batch before the changelog record is written, and the offsets sent last, so
 that a failure anywhere leaves an open transaction that is aborted, never a
 half-committed batch.
 
-Nothing one record holds may fail the batch, or the batch would fail again
-after every restart and the stage would stall: reading never raises (see
-:func:`~stream_dedup.kafka.messages.read_record`), a document that cannot be
-signed becomes a dead letter, and every record sent is first made to fit its
-topic (:mod:`stream_dedup.kafka.record_fit`).
+The records come read and signed (:mod:`stream_dedup.worker.signing`, ahead
+of this, in this process or another). Nothing one record holds may fail the
+batch, or the batch would fail again after every restart and the stage would
+stall: every record sent is first made to fit its topic
+(:mod:`stream_dedup.kafka.record_fit`).
 """
 
 import logging
@@ -18,30 +18,28 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from kafka import KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.engine.detection import DuplicateDetector
-from stream_dedup.engine.documents import internal_error
+from stream_dedup.engine.documents import Refusal
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import PRODUCER_TUNING
 from stream_dedup.kafka.messages import (
     DeadLetter,
-    InputDocument,
-    InputReading,
+    Source,
     added_headers,
-    read_record,
     source_of,
     source_pointer,
     verdict_value,
 )
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits, fitted
-from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
+from stream_dedup.lsh.generation import IndexedBatch
 from stream_dedup.worker.events import BatchReport, PublishedDuplicate
-from stream_dedup.worker.isolation import ISOLATED_REASON, coordinates
+from stream_dedup.worker.signing import SignedRecords
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +63,14 @@ class Destinations:
         return self.limits.get(topic) or SizeLimit()
 
 
+class _Document(NamedTuple):
+    """A record that holds a document: its id, where it came from, the record itself (forwarded if unique)."""
+
+    id: str
+    source: Source
+    record: Any
+
+
 @dataclass(frozen=True)
 class CommittedBatch:
     """What a committed batch changed: the changelog offset after it, and the report."""
@@ -74,51 +80,42 @@ class CommittedBatch:
 
 
 def publish_batch(
-    records: list[Any],
+    batch: SignedRecords,
     detector: DuplicateDetector,
     producer: KafkaProducer,
     consumer_group: Any,
     positions: dict[int, int],
-    reading: InputReading,
     destinations: Destinations,
     digest: str,
     started: float,
-    refused: Mapping[tuple[str, int, int], str] | None = None,
 ) -> CommittedBatch:
-    """Process ``records`` and commit everything they produce in one transaction.
+    """Judge the documents of ``batch`` and commit everything its records produce in one transaction.
 
     ``positions`` (input partition -> next offset) is updated in place only
     once the commit succeeded. Raises whatever the client raises; the caller
     must then treat the detector as dirty (it already indexed the batch).
-    ``refused`` (coordinates -> error) are records isolated as making their
-    batch fail (:mod:`stream_dedup.worker.isolation`): dead-lettered unread.
     """
-    documents: list[InputDocument] = []
+    records = batch.records
+    documents: list[_Document] = []
     letters: list[DeadLetter] = []
-    for record in records:
-        error = refused.get(coordinates(record)) if refused else None
-        if error is not None:
-            letters.append(DeadLetter(ISOLATED_REASON, f"its batch kept failing: {error}", source_of(record), record))
-            continue
-        item = read_record(record, reading)  # never raises: a record it cannot read is a dead letter
-        if isinstance(item, InputDocument):
-            documents.append(item)
+    for record, outcome in zip(records, batch.outcomes, strict=True):
+        if isinstance(outcome, Refusal):
+            letters.append(DeadLetter(outcome.reason, outcome.detail, source_of(record), record))
         else:
-            letters.append(item)
+            documents.append(_Document(outcome, source_of(record), record))
     input_topic = records[0].topic
     after = dict(positions)
     for record in records:
         after[record.partition] = max(after.get(record.partition, 0), record.offset + 1)
 
     candidates_before, verified_before = detector.stats.candidates, detector.stats.verified
-    documents, signed = _sign(detector, documents, letters)
     producer.begin_transaction()
     send = _Sender(producer, destinations)
     verdict_counts: Counter[str] = Counter()
     duplicates: list[PublishedDuplicate] = []
     indexed = IndexedBatch(
         [d.id for d in documents],
-        signed,
+        batch.signed,
         np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64),
         np.array([source_pointer(d.source) for d in documents], dtype=np.uint64),
     )
@@ -236,30 +233,6 @@ class _Sender:
         self.producer.send(topic, key=record.key, value=record.value, headers=record.headers)
         if self.destinations.limit(topic).is_narrow(PRODUCER_TUNING["batch_size"]):
             self.producer.flush()
-
-
-def _sign(
-    detector: DuplicateDetector, documents: list[InputDocument], letters: list[DeadLetter]
-) -> tuple[list[InputDocument], SignedBatch]:
-    """Sign ``documents`` in one call; if that fails, find the documents that fail alone and dead-letter them.
-
-    Signing is pure (the index is untouched), so trying again is safe; the
-    batch is signed whole first because one call per document is much slower.
-    """
-    try:
-        return documents, detector.sign([d.text for d in documents], normalized=True)
-    except Exception as error:
-        log.error("signing a batch failed (%r); signing its documents one by one", error)
-    kept = []
-    for document in documents:
-        try:
-            detector.sign([document.text], normalized=True)
-        except Exception as error:
-            refusal = internal_error(error)
-            letters.append(DeadLetter(refusal.reason, refusal.detail, document.source, document.record))
-        else:
-            kept.append(document)
-    return kept, detector.sign([d.text for d in kept], normalized=True)
 
 
 def _too_large(what: str, topic: str) -> str:

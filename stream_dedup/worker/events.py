@@ -96,6 +96,12 @@ class WorkerEvents:
     def record_isolated(self, topic: str, partition: int, offset: int) -> None:
         """A record that kept failing its batch was isolated and sent to the dead-letter topic."""
 
+    def signing_waited(self, seconds: float) -> None:
+        """The loop waited ``seconds`` for the signer processes to finish the batch it was about to judge."""
+
+    def signer_restarted(self) -> None:
+        """A signer process had died (or stopped answering) and was replaced."""
+
     def replay_progress(self, documents: int, remaining_records: int) -> None:
         """``documents`` more were re-indexed from the changelog; ``remaining_records`` to go."""
 

@@ -4,11 +4,13 @@ A *session* is one connected lifetime: restore the index (newest valid
 snapshot plus the changelog after it), connect, join the group, then go round
 one loop (:meth:`_Session.run`): poll; take over on a new assignment; then
 either, holding the partitions, take the next records in event-time order
-across partitions (:mod:`stream_dedup.worker.ordering`) and process them as one
-batch in one transaction (verdicts, dead letters, changelog record and input
-offsets, see :mod:`stream_dedup.worker.batch`), or, standing by, tail the
-changelog; and snapshot when due. Records fetched but not yet taken are never
-committed: after a crash they are fetched again. Any Kafka failure ends the session: its open transaction
+across partitions (:mod:`stream_dedup.worker.intake`) and start reading and
+signing them, while the batch taken before them, signed meanwhile
+(:mod:`stream_dedup.worker.pipeline`), is judged and committed in one
+transaction (verdicts, dead letters, changelog record and input offsets, see
+:mod:`stream_dedup.worker.batch`); or, standing by, tail the changelog; and
+snapshot when due. Records fetched or being signed are not committed: after a
+crash they are fetched again. Any Kafka failure ends the session: its open transaction
 is aborted, and since the detector may already hold the aborted batch, the
 next session rebuilds the index from the snapshot and the changelog instead
 of trusting memory.
@@ -27,7 +29,7 @@ Kafka error outside a batch (poll, join,   ``Worker.run``: new session         E
 takeover, restore)                                                             session in N s"
 a group join that never completes          ``_Session.check_join`` raises a    the same, after max(30 s, 3 x
 (kafka-python can lose one)                Kafka error                         ``session_timeout_seconds``)
-a record that cannot be processed (any     ``publish_batch``: dead-letter      WARNING "dead letter (reason)",
+a record that cannot be processed (any     ``read_and_sign``: dead-letter      WARNING "dead letter (reason)",
 exception reading or signing it, too       topic, unchanged, with its reason   ``dead_letters_total{reason}``
 deep, too long an id)
 a record too large for its destination     ``record_fit``: a truncated copy    WARNING "dead letter (reason),
@@ -36,13 +38,24 @@ a record too large for its destination     ``record_fit``: a truncated copy    W
                                            letter instead
 a written topic with max.message.bytes     ``size_limits``: exit 1             the message names the topic and the
 below 16 KiB                                                                   setting
-a batch failing for a reason other than    ``_Session.process_batch`` aborts;  ERROR "batch failed, aborting its
-Kafka (a record that trips a bug), again   ``Worker.run``: new session after   transaction"; then ERROR "record
-and again                                  1 s; after 3 identical failures     T:P:O fails its batch",
+a batch failing for a reason other than    ``_Session.process_batch`` aborts   ERROR "batch failed, aborting its
+Kafka (a record that trips a bug), again   (``_Session.judge`` if signing      transaction" (or "signing a batch
+and again                                  failed: nothing was begun);         failed"); then ERROR "record
+                                           ``Worker.run``: new session after
+                                           1 s; after 3 identical failures     T:P:O fails its batch",
                                            its records are judged one per      ``isolated_records_total``,
                                            transaction (``BatchFailures``);    ``dead_letters_total{reason=
                                            the one failing alone is dead-      "processing_failed"}``
                                            lettered, unread
+a signer process dies (kill -9, out of     ``SignerPool``: replaced; its       ERROR "signer process N (pid P) exited
+memory, a crash) or answers nothing for    share of the batch is signed again  with code C (...); restarting it",
+120 s                                      by the new one (nothing of the      ``signer_restarts_total``
+                                           batch was produced yet)
+the replacement fails the same batch       ``_Session.judge``: a failing       ERROR "signing a batch failed", then
+                                           batch (row above), so a record      as a failing batch
+                                           that kills signers is isolated
+a signer process cannot start, or runs     ``SignerPool.start``: exit 1        the message says what to do
+other detection settings                                                       (``signing_processes=0``)
 a lagging input partition with nothing     ``EventTimeMerge.take`` waits (no   ``partition_wait_seconds_total``
 fetched (event-time order)                 batch) up to                        grows; then the other partitions go
                                            ``max_partition_idle_ms``           on past it
@@ -58,13 +71,15 @@ it)
 a snapshot write fails (disk full)         ``_Session.snapshot_failed``:       ERROR "snapshot failed",
                                            logged, the loop goes on            ``snapshot_failures_total``
 SIGTERM, SIGINT                            ``Worker.request_stop``: batch      INFO "received SIGTERM", role
-                                           finished, final snapshot, group     ``stopping``, exit 0
-                                           left
+                                           finished (the one being signed is   ``stopping``, exit 0
+                                           dropped, never committed), final
+                                           snapshot, group left
 shutdown grace period exceeded             ``stop_signals``                    ERROR "shutdown grace period
                                                                                exceeded", exit 1
 kill -9, lost machine                      the broker aborts the open          a standby (or the restarted replica)
                                            transaction; the next active        goes active; nothing lost or twice
-                                           replica restores
+                                           replica restores; signer processes
+                                           see their input close and exit
 =========================================  ==================================  =========================================
 """
 
@@ -75,7 +90,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import MemberToRemove
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
@@ -86,11 +101,14 @@ from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.clients import group_consumer, transactional_producer
 from stream_dedup.worker.batch import publish_batch
 from stream_dedup.worker.events import WorkerEvents
+from stream_dedup.worker.intake import BatchIntake
 from stream_dedup.worker.isolation import BatchFailures
-from stream_dedup.worker.ordering import EventTimeMerge
+from stream_dedup.worker.pipeline import LocalSigners, SigningFailedError, SigningPipeline, SigningStoppedError
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.restore import report_index, restore
 from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.signer_pool import SignerPool
+from stream_dedup.worker.signing import SignedRecords
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
 from stream_dedup.worker.topics import ensure_stage_topics, stage_destinations
 
@@ -120,6 +138,8 @@ class Worker:
         self.store = SnapshotStore(settings.snapshot_dir, settings.snapshots_kept)
         #: Outlives sessions: a failing batch ends its session and comes back in the next.
         self.failures = BatchFailures()
+        #: Outlives sessions too, when there are signer processes (started by run()).
+        self.signer_pool: SignerPool | None = None
         self._stop = threading.Event()
         self._deadline: float | None = None
 
@@ -147,7 +167,8 @@ class Worker:
           changelog after a pause (1 s, doubling up to 30 s).
         - :class:`~stream_dedup.errors.StreamDedupError` (a changelog of other
           signature parameters or of another input, a snapshot of other
-          parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`): raised
+          parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`, a
+          signer process that cannot start): raised
           to the caller; ``stream-dedup run`` exits 1 with the message. Retrying
           in-process would meet the same changelog, snapshot or brokers.
         - :class:`OSError` (the snapshot directory cannot be created or read):
@@ -160,6 +181,14 @@ class Worker:
         - Anything else is a bug: raised with its traceback.
         """
         ensure_stage_topics(self.settings)
+        with contextlib.ExitStack() as started:
+            if self.settings.signing_processes > 0:
+                # Started once, before the first session, and kept across sessions.
+                self.signer_pool = self._start_signers()
+                started.callback(self.signer_pool.close)
+            self._run_sessions()
+
+    def _run_sessions(self) -> None:
         backoff = 1.0
         while not self.stopping:
             try:
@@ -173,6 +202,12 @@ class Worker:
                 # Not a broker fault: no reason to back off. It ends within a few
                 # sessions, when the offending record is isolated (see isolation).
                 self._stop.wait(1.0)
+
+    def _start_signers(self) -> SignerPool:
+        s = self.settings
+        pool = SignerPool(s.signing_processes, s.detection, s.input_reading(), self.events, lambda: self.stopping)
+        pool.start()
+        return pool
 
     def _run_session(self) -> None:
         """Restore, connect, loop; every client is closed on the way out, the last opened first."""
@@ -269,9 +304,14 @@ class _Session:
         self.awaiting_assignment_since: float | None = time.monotonic()
         #: Input partition -> next offset to read, as of the last committed batch.
         self.positions: dict[int, int] = {}
-        #: Fetched records not yet judged, taken in event-time order (see ordering).
-        self.merge = EventTimeMerge(s.max_partition_idle_ms / 1000.0)
         self.failures = worker.failures
+        #: Fetched records not yet judged, taken in event-time order (see ordering).
+        self.intake = BatchIntake(
+            consumer, s.input_topic, s.batch_size, s.max_partition_idle_ms / 1000.0, self.failures, self.events
+        )
+        #: The batch taken last, being read and signed while the one before it is judged and committed.
+        signers = worker.signer_pool or LocalSigners(detector, s.input_reading())
+        self.pipeline = SigningPipeline(signers, self.failures.offenders)
         self._last_lag = 0.0
 
     def run(self) -> None:
@@ -279,8 +319,10 @@ class _Session:
         s = self.settings
         self.join()
         while not self.worker.stopping:
-            # 1. Poll. The poll also heartbeats and runs the rebalance listener.
-            polled = self.consumer.poll(timeout_ms=s.batch_timeout_ms, max_records=s.batch_size)
+            # 1. Poll. The poll also heartbeats and runs the rebalance listener. With
+            #    a batch in flight, only what has arrived: that batch is due now.
+            wait_ms = 0 if self.pipeline.in_flight else s.batch_timeout_ms
+            polled = self.consumer.poll(timeout_ms=wait_ms, max_records=s.batch_size)
             self.events.heartbeat()
             # 2. A join that never completes ends the session.
             self.check_join()
@@ -294,13 +336,12 @@ class _Session:
             # 4. Stop between batches: records not processed are fetched again by whoever runs next.
             if self.worker.stopping:
                 break
-            # 5. Active: the next records in event-time order, in one transaction.
-            #    Standby: what the active replica committed.
+            # 5. Active: take the next records in event-time order and start
+            #    signing them; judge the batch signed meanwhile and commit it, in
+            #    one transaction. Standby: what the active replica committed.
             if self.active:
-                self.merge.add(r for tp in sorted(polled) for r in polled[tp])
-                batch = self.next_batch()
-                if batch:
-                    self.process_batch(batch)
+                self.intake.add(polled)
+                self.judge(self.intake.next_batch())
             elif self.replay.apply_available(self.detector):
                 report_index(self.events, self.detector)
             # 6. Between batches, so that a snapshot never holds half a batch.
@@ -368,52 +409,42 @@ class _Session:
             else:
                 consumer.seek_to_beginning(tp)  # never committed: the whole partition is new
         self.positions = dict(replay.positions)
-        # Records fetched before the takeover were dropped: the merge starts empty.
-        self.merge.assign({tp.partition: consumer.position(tp) for tp in assigned})
+        # Records fetched or taken before the takeover were dropped: the merge
+        # starts empty, and a batch being signed is forgotten (never committed).
+        self.intake.restart(assigned)
+        self.pipeline.drop()
         self.active = True
         report_index(self.events, self.detector)
         self.events.role_changed("active", f"processing {len(assigned)} partitions")
         log.info("active: %d partitions of %s", len(assigned), self.settings.input_topic)
 
-    def next_batch(self) -> list[Any]:
-        """The next records to judge: a prefix of the merged order, at most ``batch_size``.
+    def judge(self, taken: list[Any]) -> None:
+        """Start signing ``taken``; judge and commit the batch taken before it, signed meanwhile."""
+        started = time.perf_counter()  # a batch's time includes waiting for its signing
+        try:
+            signed = self.pipeline.advance(taken)
+        except SigningStoppedError:
+            return  # stopping: the batch is dropped, its records are fetched again by whoever runs next
+        except SigningFailedError as failure:
+            # No transaction is open yet: the batch failed before any of it was produced.
+            log.error("signing a batch failed: %s", failure)
+            self.isolate(failure.records, failure.cause)
+            raise _BatchFailedError(str(failure)) from failure
+        if signed is not None:
+            self.process_batch(signed, started)
 
-        Fetch positions can pass the records returned (transaction markers);
-        a partition with nothing buffered that looks caught up gets its end
-        offset asked for again (the last stable offset: read_committed), so
-        that a partition whose records are on the way is waited for, not
-        overtaken. Suspects of a failing batch are judged alone.
-        """
-        topic, merge = self.settings.input_topic, self.merge
-        parts = {p: TopicPartition(topic, p) for p in merge.partitions}
-        merge.note_positions({p: self.consumer.position(tp) for p, tp in parts.items()})
-        unsure = merge.unknown_or_caught_up()
-        if unsure:
-            ends = self.consumer.end_offsets([parts[p] for p in unsure])
-            merge.note_ends({tp.partition: end for tp, end in ends.items() if end is not None})
-        waited = merge.waited_seconds
-        batch = merge.take(self.settings.batch_size, time.monotonic())
-        if merge.waited_seconds > waited:
-            self.events.partition_waited(merge.waited_seconds - waited)
-        batch, later = self.failures.cut(batch)
-        merge.unread(later)
-        return batch
-
-    def process_batch(self, records: list[Any]) -> None:
-        """Judge ``records`` and commit all they produce in one transaction, or abort it and end the session."""
-        started = time.perf_counter()
+    def process_batch(self, batch: SignedRecords, started: float) -> None:
+        """Judge ``batch`` and commit all it produces in one transaction, or abort it and end the session."""
         try:
             committed = publish_batch(
-                records,
+                batch,
                 self.detector,
                 self.producer,
                 self.consumer.group_metadata(),
                 self.positions,
-                self.settings.input_reading(),
                 self.destinations,
                 self.signature_fingerprint,
                 started,
-                self.failures.offenders,
             )
         except KafkaError as error:
             # Abort, and let the error end the session: the detector already
@@ -427,9 +458,9 @@ class _Session:
             # batch); after a few identical failures its records are judged one by
             # one, and the one that fails alone is dead-lettered.
             self.abort(error)
-            self.isolate(records, error)
+            self.isolate(batch.records, error)
             raise _BatchFailedError(repr(error)) from error
-        self.failures.succeeded(records)
+        self.failures.succeeded(batch.records)
         # Our own changelog records are in the detector already: the replay must not apply them again.
         self.replay.skip_to(committed.changelog_offset, self.positions)
         self.events.batch_committed(committed.report)

@@ -39,6 +39,7 @@ Example:
     [(1, 0), (0, 0)]
 """
 
+import heapq
 from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -129,15 +130,22 @@ class EventTimeMerge:
             self.waited_seconds += max(0.0, now - self._waiting_since)
             self._waiting_since = None
         taken: list[Any] = []
-        while len(taken) < limit:
-            if self._must_wait(now):
+        if self._must_wait(now):
+            self._waiting_since = now
+            return taken
+        # The partitions' heads in a heap. Whether to wait can change only when a
+        # buffer runs empty, so it is asked again only then, not once per record.
+        heads = [(order_key(buffer[0]), partition) for partition, buffer in self._buffers.items() if buffer]
+        heapq.heapify(heads)
+        while heads and len(taken) < limit:
+            _, partition = heapq.heappop(heads)
+            buffer = self._buffers[partition]
+            taken.append(buffer.popleft())
+            if buffer:
+                heapq.heappush(heads, (order_key(buffer[0]), partition))
+            elif self._must_wait(now):
                 self._waiting_since = now
                 break
-            heads = [buffer[0] for buffer in self._buffers.values() if buffer]
-            if not heads:
-                break
-            head = min(heads, key=order_key)
-            taken.append(self._buffers[head.partition].popleft())
         return taken
 
     def unread(self, records: Sequence[Any]) -> None:

@@ -17,10 +17,13 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputFormat, InputReading
+from stream_dedup.worker.cores import default_signing_processes
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 LogFormat = Literal["auto", "json", "text"]
 _KAFKA_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+#: More signers than this cannot help one worker (its own share of a batch bounds the rate).
+_MAX_SIGNING_PROCESSES = 64
 _T = TypeVar("_T")
 
 
@@ -115,6 +118,11 @@ class WorkerSettings(ConnectionSettings):
     max_partition_idle_ms: int = _setting(
         2000, "longest wait for a lagging input partition before judging the others past it (event-time order)"
     )
+    signing_processes: int = _computed_setting(
+        default_signing_processes,
+        "processes that read and sign the next batch while this one is judged and committed "
+        "(default: the cores available minus one, at most 4; 0: sign in the worker's process)",
+    )
     transaction_timeout_seconds: float = _setting(
         15.0, "broker aborts a transaction left open this long by a dead worker"
     )
@@ -188,6 +196,12 @@ class WorkerSettings(ConnectionSettings):
         if not 0 <= self.max_partition_idle_ms <= 600_000:
             raise ConfigError(
                 "max_partition_idle_ms", f"must be between 0 and 600000 (10 minutes), got {self.max_partition_idle_ms}"
+            )
+        if not 0 <= self.signing_processes <= _MAX_SIGNING_PROCESSES:
+            raise ConfigError(
+                "signing_processes",
+                f"must be between 0 (sign in the worker's process) and {_MAX_SIGNING_PROCESSES}, "
+                f"got {self.signing_processes}",
             )
         if not 0 <= self.metrics_port <= 65535:
             raise ConfigError(

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dedup.engine.documents import json_depth
+from stream_dedup.engine.documents import MAX_JSON_DEPTH, Refusal, json_depth, read_json_document
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.messages import (
     DeadLetter,
@@ -96,6 +96,19 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
     assert json_depth('{"a": [{"b": "\\"[["}]}') == 3
     document = read(b'{"id": "[[[[", "text": "' + b"[" * 1000 + b'"}')
     assert isinstance(document, InputDocument) and document.id == "[[[["
+
+
+_nested = st.tuples(
+    st.integers(0, 130), st.sampled_from(["[", "{\"a\": "]), st.text(alphabet='[]{}"\\ a', max_size=80)
+).map(lambda args: args[1] * args[0] + json.dumps(args[2]) + ("]" if args[1] == "[" else "}") * args[0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_nested, st.text(alphabet='[]{}"\\ a:,', max_size=200)))
+def test_a_document_is_refused_as_too_deep_exactly_when_its_nesting_passes_the_limit(line: str) -> None:
+    refusal = read_json_document(line)
+    too_deep = isinstance(refusal, Refusal) and refusal.reason == "too_deep"
+    assert too_deep == (json_depth(line) > MAX_JSON_DEPTH)
 
 
 def test_the_string_scan_stays_linear_on_escaped_quotes() -> None:

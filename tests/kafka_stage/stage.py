@@ -126,6 +126,11 @@ class WorkerProcess:
         WorkerProcess.started.append(self)
         return self
 
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
     def signal(self, signum: int) -> None:
         assert self.process is not None
         self.process.send_signal(signum)

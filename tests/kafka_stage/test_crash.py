@@ -13,6 +13,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from tests.corpus import make_clustered_corpus
 from tests.hostile_records import HOSTILE, MAX_DOCUMENT_BYTES
+from tests.processes import children, wait_ended
 
 from .stage import (
     Stage,
@@ -53,6 +54,8 @@ def crash_run(
 ) -> tuple[list[dict[str, object]], dict[str, dict[str, object]], list[int], list[Any]]:
     """Feed ``documents`` and every kind of hostile record while killing the worker -9 ``kills`` times.
 
+    The worker signs in two signer processes; each kill must also end them.
+
     Returns the verdicts, the expected verdicts, for each kill the records
     fed but not committed when the worker died (a kill counts only if it left
     work undone: an idle worker proves nothing; each is measured after the
@@ -78,14 +81,19 @@ def crash_run(
         messages.insert(at, (key, value, number % 3, messages[at][3]))
     for start in range(0, len(messages), 5000):
         produce(stage.bootstrap, stage.input_topic, messages[start : start + 5000])
-    environment = stage.environment(batch_size=40, snapshot_interval_seconds=1, max_document_bytes=MAX_DOCUMENT_BYTES)
+    # Signing pipelined in two signer processes: kills also meet batches being signed.
+    environment = stage.environment(
+        batch_size=40, snapshot_interval_seconds=1, max_document_bytes=MAX_DOCUMENT_BYTES, signing_processes=2
+    )
     left_undone: list[int] = []
+    signers: list[int] = []
     worker = WorkerProcess(environment, tmp_path / "worker.log").start()
     deadline = time.monotonic() + 60 + 10 * kills
     try:
         while len(left_undone) < kills and time.monotonic() < deadline:
             # Random moments: mid-batch, mid-commit, mid-snapshot, mid-restore.
             time.sleep(rng.uniform(0.5, 2.5))
+            signers += children(worker.pid, "stream_dedup.worker.signer_process")
             worker.kill()
             undone = unprocessed(stage)
             if undone > 0:
@@ -97,6 +105,7 @@ def crash_run(
     finally:
         if worker.running():
             worker.kill()
+    assert signers and not wait_ended(signers, 20), "signer processes outlived their killed worker"
     return [json.loads(r.value) for r in records], expected_verdicts(corpus), left_undone, letters
 
 

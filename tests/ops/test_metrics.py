@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.ops.http import Health
 from stream_dedup.ops.metrics import DEAD_LETTER_REASONS, ROLES, WorkerMetrics, observe_many
+from stream_dedup.ops.runtime import MetricsEvents
 
 # attribute, exposed name, type, label names: the contract with the dashboard and alert rules.
 CONTRACT = [
@@ -43,6 +45,8 @@ CONTRACT = [
     ("replay_remaining", "stream_dedup_replay_remaining_records", "gauge", ()),
     ("partition_wait", "stream_dedup_partition_wait_seconds_total", "counter", ()),
     ("isolated_records", "stream_dedup_isolated_records_total", "counter", ()),
+    ("signing_wait", "stream_dedup_signing_wait_seconds_total", "counter", ()),
+    ("signer_restarts", "stream_dedup_signer_restarts_total", "counter", ()),
     ("last_commit", "stream_dedup_last_commit_timestamp_seconds", "gauge", ()),
 ]  # fmt: skip
 
@@ -249,3 +253,13 @@ def test_containment_verdict_series_exist_at_zero_from_construction() -> None:
     metrics = WorkerMetrics()
     for verdict in ("contained", "contains"):
         assert sample(metrics, "stream_dedup_documents_total", verdict=verdict) == 0.0
+
+
+def test_signer_events_count_restarts_and_add_up_the_wait() -> None:
+    metrics = WorkerMetrics()
+    events = MetricsEvents(metrics, Health())
+    events.signer_restarted()
+    events.signing_waited(0.25)
+    events.signing_waited(0.5)
+    assert sample(metrics, "stream_dedup_signer_restarts_total") == 1
+    assert sample(metrics, "stream_dedup_signing_wait_seconds_total") == 0.75

@@ -15,6 +15,7 @@ from stream_dedup.kafka.changelog import decode_entry
 from stream_dedup.kafka.messages import InputReading
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.worker.batch import CommittedBatch, Destinations, publish_batch
+from stream_dedup.worker.signing import read_and_sign
 from tests.corpus import make_corpus
 from tests.worker.fakes import FakeProducer, document, record
 
@@ -27,12 +28,11 @@ def publish(
     records: list[Any], producer: FakeProducer, positions: dict[int, int], detector: Detector
 ) -> CommittedBatch:
     return publish_batch(
-        records,
+        read_and_sign(records, READING, detector),
         detector,
         producer,  # type: ignore[arg-type]
         "group-metadata",
         positions,
-        READING,
         DESTINATIONS,
         CONFIG.signature_fingerprint(),
         time.perf_counter(),
@@ -99,13 +99,14 @@ def test_a_dead_letter_too_large_for_its_topic_goes_as_a_truncated_copy_and_the_
         "verdicts", "dead-letters", "stage.changelog", None, {"dead-letters": SizeLimit(message_bytes=100_000)}
     )
     producer = FakeProducer()
+    detector = Detector(CONFIG)
+    records = [record("documents", 0, 0, huge, b"k"), document("documents", 0, 1, "a", texts[0])]
     publish_batch(
-        [record("documents", 0, 0, huge, b"k"), document("documents", 0, 1, "a", texts[0])],
-        Detector(CONFIG),
+        read_and_sign(records, InputReading(max_document_bytes=1000), detector),
+        detector,
         producer,  # type: ignore[arg-type]
         "group-metadata",
         {},
-        InputReading(max_document_bytes=1000),
         narrow,
         CONFIG.signature_fingerprint(),
         time.perf_counter(),
@@ -131,14 +132,13 @@ def test_a_unique_document_too_large_to_forward_gets_its_verdict_and_a_dead_lett
     small = Destinations(
         "verdicts", "dead-letters", "stage.changelog", "uniques", {"uniques": SizeLimit(message_bytes=32_000)}
     )
-    producer = FakeProducer()
+    producer, detector = FakeProducer(), Detector(CONFIG)
     committed = publish_batch(
-        [forwarded],
-        Detector(CONFIG),
+        read_and_sign([forwarded], READING, detector),
+        detector,
         producer,  # type: ignore[arg-type]
         "group-metadata",
         {},
-        READING,
         small,
         CONFIG.signature_fingerprint(),
         time.perf_counter(),

@@ -21,6 +21,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.messages import DeadLetter, InputDocument, InputReading, read_record
 from stream_dedup.worker.batch import Destinations, publish_batch
+from stream_dedup.worker.signing import read_and_sign
 from tests.worker.fakes import FakeProducer, record
 
 CONFIG = DetectionConfig()
@@ -101,12 +102,11 @@ def check_every_record_ends_once(items: list[tuple[bytes | None, bytes | None, l
         assert isinstance(read_record(item, READING), InputDocument | DeadLetter)
     producer = FakeProducer()
     publish_batch(
-        consumed,
+        read_and_sign(consumed, READING, _detector),
         _detector,
         producer,  # type: ignore[arg-type]
         "group-metadata",
         {},
-        READING,
         DESTINATIONS,
         CONFIG.signature_fingerprint(),
         time.perf_counter(),

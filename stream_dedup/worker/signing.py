@@ -1,0 +1,80 @@
+"""Reading and signing a batch's records: all the work before the index, a pure function of the records.
+
+What a record becomes (a document id and its signature, or the reason it is
+a dead letter) depends only on its key, value and coordinates, the input
+settings and the signature settings, never on the index. So it can run ahead
+of detection, in the worker's process or in signer processes
+(:mod:`stream_dedup.worker.signer_pool`), and gives the same result wherever
+it runs: the verdicts do not depend on where a batch was signed.
+
+Nothing one record holds may fail the batch (the batch would fail again after
+every restart and the stage would stall): reading never raises (see
+:func:`~stream_dedup.kafka.messages.read_record`), and a document that cannot
+be signed becomes a dead letter.
+"""
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from stream_dedup.engine.detection import DuplicateDetector
+from stream_dedup.engine.documents import Refusal, internal_error
+from stream_dedup.kafka.messages import InputDocument, InputReading, read_record
+from stream_dedup.lsh.generation import SignedBatch
+
+log = logging.getLogger(__name__)
+
+#: Per record: its document id, or why it cannot be processed.
+Outcome = str | Refusal
+
+
+@dataclass(frozen=True)
+class SignedRecords:
+    """A batch's records, read and signed, ready for detection.
+
+    Attributes:
+        records: the records, in the batch's order.
+        outcomes: per record, its document id or its refusal (a dead letter).
+        signed: the signatures of the records whose outcome is an id, in order.
+    """
+
+    records: list[Any]
+    outcomes: list[Outcome]
+    signed: SignedBatch
+
+
+def read_and_sign(records: Sequence[Any], reading: InputReading, signer: DuplicateDetector) -> SignedRecords:
+    """Read every record (JSON, id, normalisation) and sign the documents among them, in one call if possible.
+
+    ``signer`` is used for :meth:`~DuplicateDetector.sign` only, which never
+    touches its index.
+    """
+    outcomes: list[Outcome] = []
+    documents: list[InputDocument] = []
+    for record in records:
+        item = read_record(record, reading)  # never raises: a record it cannot read is a dead letter
+        if isinstance(item, InputDocument):
+            outcomes.append(item.id)
+            documents.append(item)
+        else:
+            outcomes.append(Refusal(item.reason, item.detail))
+    try:
+        return SignedRecords(list(records), outcomes, signer.sign([d.text for d in documents], normalized=True))
+    except Exception as error:
+        log.error("signing a batch failed (%r); signing its documents one by one", error)
+    # Signing is pure (the index is untouched), so trying again is safe; the
+    # batch is signed whole first because one call per document is much slower.
+    kept: list[str] = []
+    row = 0
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, Refusal):
+            continue
+        try:
+            signer.sign([documents[row].text], normalized=True)
+        except Exception as error:
+            outcomes[i] = internal_error(error)
+        else:
+            kept.append(documents[row].text)
+        row += 1
+    return SignedRecords(list(records), outcomes, signer.sign(kept, normalized=True))

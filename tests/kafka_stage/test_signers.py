@@ -1,0 +1,99 @@
+"""Signer processes on a real broker: the verdicts of signing in place, whatever happens to the signers."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.corpus import make_clustered_corpus
+from tests.processes import children, wait_ended
+
+from .stage import (
+    Stage,
+    WorkerProcess,
+    check_exactly_once,
+    document_messages,
+    expected_verdicts,
+    make_stage,
+    produce,
+    read_committed,
+    verdicts_by_source,
+    wait_until,
+    worker_thread,
+)
+from .test_crash import unprocessed
+
+pytestmark = pytest.mark.kafka
+
+SIGNER = "stream_dedup.worker.signer_process"
+
+
+def restart_logged(worker: WorkerProcess) -> int:
+    return sum("restarting it" in str(line.get("message", "")) for line in worker.log_lines())
+
+
+def test_verdicts_signed_in_signer_processes_are_those_signed_in_place_across_a_restart(
+    stage: Stage, kafka_bootstrap: str, topic_factory: Callable[..., str], tmp_path: Path
+) -> None:
+    corpus = make_clustered_corpus(1200, seed=51)
+    messages = document_messages(corpus, partitions=3)
+    in_place = stage
+    apart = replace(make_stage(kafka_bootstrap, topic_factory, tmp_path / "apart"), input_topic=stage.input_topic)
+    runs = ((in_place, 0), (apart, 2))
+    produce(stage.bootstrap, stage.input_topic, messages[:500])
+    for run, processes in runs:
+        with worker_thread(run.settings(batch_size=50, signing_processes=processes)):
+            read_committed(run.bootstrap, run.output_topic, 500)
+    produce(stage.bootstrap, stage.input_topic, messages[500:])
+    verdicts: dict[int, list[dict[str, Any]]] = {}
+    for run, processes in runs:
+        with worker_thread(run.settings(batch_size=50, signing_processes=processes)):
+            records = read_committed(run.bootstrap, run.output_topic, len(corpus))
+        verdicts[processes] = [json.loads(r.value) for r in records]
+    check_exactly_once(verdicts[2], expected_verdicts(corpus))
+    # Field for field, sources and match sources included.
+    assert verdicts_by_source(verdicts[2]) == verdicts_by_source(verdicts[0])
+
+
+def test_kill_9_of_signers_mid_run_leaves_one_verdict_per_record_as_an_uninterrupted_run(
+    stage: Stage, tmp_path: Path
+) -> None:
+    rng = random.Random(52)
+    corpus = make_clustered_corpus(24_000, seed=52)
+    messages = document_messages(corpus, partitions=3)
+    for start in range(0, len(messages), 5000):
+        produce(stage.bootstrap, stage.input_topic, messages[start : start + 5000])
+    environment = stage.environment(batch_size=20, signing_processes=2)
+    worker = WorkerProcess(environment, tmp_path / "worker.log").start()
+    killed: list[int] = []
+    try:
+        wait_until(lambda: len(children(worker.pid, SIGNER)) == 2, 60, "two signer processes")
+        while len(killed) < 8:
+            time.sleep(rng.uniform(0.5, 1.5))
+            signers = children(worker.pid, SIGNER)
+            assert unprocessed(stage) > 0, f"the stream ended after {len(killed)} kills: make it longer"
+            victim = rng.choice(signers)
+            os.kill(victim, signal.SIGKILL)
+            killed.append(victim)
+            # The next kill waits for the replacement (a signer killed while it starts is another test).
+            wait_until(lambda: restart_logged(worker) == len(killed), 60, "the signer to be replaced")
+            wait_until(lambda: len(children(worker.pid, SIGNER)) == 2, 60, "two signer processes again")
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180, settle=3)
+        assert worker.running(), "the worker died with its signers"
+        failed = [line for line in worker.log_lines() if "batch failed" in str(line.get("message", ""))]
+        assert not failed, f"a replaced signer must not fail its batch: {failed[:2]}"
+        survivors = children(worker.pid, SIGNER)
+    finally:
+        if worker.running():
+            worker.kill()
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+    assert not wait_ended(killed + survivors, 20), "signers outlived their worker"
