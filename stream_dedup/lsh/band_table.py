@@ -77,9 +77,11 @@ class BandTables:
             # indexing rows); documents only where they match.
             stored = np.take(fingerprint_rows, cell, axis=0)
             match = np.flatnonzero(stored == fingerprint[:, None])
-            query = match // BUCKET_SLOTS
-            found_query.append(pending[query])
-            found_doc.append(np.take(flat_docs, cell[query] * BUCKET_SLOTS + match % BUCKET_SLOTS).astype(np.intp) - 1)
+            if match.size:  # past the home buckets, seldom
+                query = match // BUCKET_SLOTS
+                found_query.append(pending[query])
+                slots = cell[query] * BUCKET_SLOTS + match % BUCKET_SLOTS
+                found_doc.append(np.take(flat_docs, slots).astype(np.intp) - 1)
             # Only a full bucket can have overflowed into the next one. (Index arrays, not masks:
             # taking a fifth of the entries three times, np.take is three times faster.)
             going_on = np.flatnonzero(stored[:, -1])

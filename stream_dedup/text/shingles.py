@@ -114,7 +114,7 @@ def shingle_chunks(
         hashes ^= seed_key
         fmix64(hashes)
         windows = window_counts(counts, shingling.size)
-        hashes[np.arange(hashes.shape[1]) >= windows[:, None]] = MAX_U64
+        hashes.reshape(-1)[_row_tails(windows, hashes.shape[1])] = MAX_U64
         yield ShingleChunk(rows=rows, hashes=hashes, counts=windows)
 
 
@@ -172,8 +172,21 @@ def _token_grid(codes: CodeArray, lengths: IntArray, unit: ShingleUnit) -> tuple
     else:
         flat, counts = _word_tokens(codes, lengths)
     grid = np.zeros((lengths.size, int(counts.max())), dtype=flat.dtype)
-    grid[np.arange(grid.shape[1]) < counts[:, None]] = flat
+    real = np.ones(grid.shape, dtype=bool)
+    real.reshape(-1)[_row_tails(counts, grid.shape[1])] = False
+    grid[real] = flat
     return grid, counts
+
+
+def _row_tails(counts: IntArray, width: int) -> IntArray:
+    """Flat positions of the cells after the first ``counts[i]`` of each row ``i`` of a ``(rows, width)`` grid.
+
+    Rows of a chunk are of similar length, so the tails are few: listing them
+    is cheaper than comparing every cell with its row's count.
+    """
+    tails = width - counts
+    firsts = np.arange(counts.size) * width + counts
+    return np.repeat(firsts - (np.cumsum(tails) - tails), tails) + np.arange(int(tails.sum()))
 
 
 def _word_tokens(codes: CodeArray, lengths: IntArray) -> tuple[Uint64Array, IntArray]:
