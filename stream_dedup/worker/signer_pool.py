@@ -32,6 +32,8 @@ Failures:
   they end on their own.
 """
 
+import contextlib
+import fcntl
 import logging
 import os
 import subprocess
@@ -67,6 +69,8 @@ ANSWER_SECONDS = 120.0
 START_SECONDS = 60.0
 #: Time a signer has to exit once its input is closed, before it is killed.
 _EXIT_SECONDS = 5.0
+#: Pipe capacity asked for (Linux's default is 64 KiB, its usual ceiling for a process 1 MiB).
+_PIPE_BYTES = 1 << 20
 
 
 class _Signer:
@@ -257,8 +261,9 @@ class SignerPool:
             env={**os.environ, "PYTHONPATH": path},
         )
         assert signer.process.stdin is not None and signer.process.stdout is not None
-        os.set_blocking(signer.process.stdin.fileno(), False)
-        os.set_blocking(signer.process.stdout.fileno(), False)
+        for pipe in (signer.process.stdin, signer.process.stdout):
+            os.set_blocking(pipe.fileno(), False)
+            _widen(pipe.fileno())
 
     def _handshake(self, signer: _Signer) -> None:
         assert signer.process is not None and signer.process.stdin is not None and signer.process.stdout is not None
@@ -294,3 +299,16 @@ class SignerPool:
         for pipe in (process.stdin, process.stdout):
             if pipe is not None:
                 pipe.close()
+
+
+def _widen(fd: int) -> None:
+    """Let a pipe hold a whole batch, where the system allows it.
+
+    A request of 1,000 documents of 1 KB is about 1 MB: through a 64 KiB pipe
+    it crosses in sixteen turns of the two processes, each waiting to be
+    scheduled (milliseconds each on a busy machine); through 1 MiB in one.
+    """
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is not None:
+        with contextlib.suppress(OSError):
+            fcntl.fcntl(fd, set_size, _PIPE_BYTES)

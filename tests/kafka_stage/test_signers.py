@@ -68,7 +68,7 @@ def test_kill_9_of_signers_mid_run_leaves_one_verdict_per_record_as_an_uninterru
     stage: Stage, tmp_path: Path
 ) -> None:
     rng = random.Random(52)
-    corpus = make_clustered_corpus(24_000, seed=52)
+    corpus = make_clustered_corpus(40_000, seed=52)
     messages = document_messages(corpus, partitions=3)
     for start in range(0, len(messages), 5000):
         produce(stage.bootstrap, stage.input_topic, messages[start : start + 5000])
