@@ -97,7 +97,7 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     _attempts_by_probing(attempts, empty, np.flatnonzero(~sparse), offsets)
     # Only the empty bins move: bin i of a row takes bin (i + offsets[attempt]) mod num_bins.
     at = np.flatnonzero(empty)
-    offset = offsets[attempts.reshape(-1)[at]]
+    offset = np.take(offsets, attempts.reshape(-1)[at])
     wraps = _column_of(at, num_bins) >= num_bins - offset
     offset -= num_bins * wraps
     offset += at
