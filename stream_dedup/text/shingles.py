@@ -134,16 +134,20 @@ def _chunks(order: IntArray, bounds: IntArray, split: int) -> Iterator[IntArray]
     each grid within ``_CHUNK_CELLS``, none straddling ``split``."""
     start = 0
     while start < order.size:
-        stop = _chunk_end(bounds[: split if start < split else order.size], start)
+        stop = grid_run_end(bounds[: split if start < split else order.size], start, _CHUNK_CELLS)
         yield order[start:stop]
         start = stop
 
 
-def _chunk_end(bounds: IntArray, start: int) -> int:
-    """End of the run from ``start``: rows ``start .. stop - 1`` take ``(stop - start) * bounds[stop - 1]``
-    cells, which grows with ``stop``, so a binary search finds the last that fits (at least one row)."""
+def grid_run_end(widths: IntArray, start: int, cells: int) -> int:
+    """End of the longest run of rows from ``start`` (rows by ascending ``widths``) whose grid fits in ``cells``.
+
+    Rows ``start .. stop - 1`` laid out as a grid take ``(stop - start) * widths[stop - 1]``
+    cells, which grows with ``stop``: a binary search finds the last run that fits,
+    of one row at least, with no Python step per row.
+    """
     past = bisect.bisect_right(
-        range(bounds.size + 1), _CHUNK_CELLS, lo=start + 1, key=lambda stop: (stop - start) * int(bounds[stop - 1])
+        range(widths.size + 1), cells, lo=start + 1, key=lambda stop: (stop - start) * int(widths[stop - 1])
     )
     return max(past - 1, start + 1)
 
