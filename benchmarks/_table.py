@@ -123,10 +123,18 @@ def isolated(run: Callable[..., T], *args: Any) -> T:
 def docs_per_second(work: Callable[[Sequence[str]], object], texts: Sequence[str], slices: int = 3) -> float:
     """Best rate over ``slices`` equal slices of ``texts``: the least disturbed by the shared machine."""
     work(texts[:50])  # warm-up: imports, caches, first allocations
-    size = len(texts) // slices
+    return best_rate(work, texts, slices=slices)
+
+
+def best_rate(work: Callable[[Sequence[T]], object], items: Sequence[T], per_item: int = 1, slices: int = 3) -> float:
+    """Best of ``items * per_item`` per second over ``slices`` consecutive equal slices of ``items``.
+
+    No warm-up: for work that changes state (an index that grows), each slice goes on from the last.
+    """
+    size = len(items) // slices
     rates = []
     for start in range(0, size * slices, size):
         with stopwatch() as t:
-            work(texts[start : start + size])
-        rates.append(size / t[0])
+            work(items[start : start + size])
+        rates.append(size * per_item / t[0])
     return max(rates)

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.text.hashing import MAX_U64, U64, Uint64Array, fmix64, splitmix64
-from stream_dedup.text.shingles import ShingleChunk
+from stream_dedup.text.shingles import ShingleChunk, grid_run_end
 
 #: Marks a bin (or a classic MinHash slot) that has seen no shingle yet.
 EMPTY = MAX_U64
@@ -97,7 +97,7 @@ def densify(sketch: Uint64Array, seed: int) -> Uint64Array:
     _attempts_by_probing(attempts, empty, np.flatnonzero(~sparse), offsets)
     # Only the empty bins move: bin i of a row takes bin (i + offsets[attempt]) mod num_bins.
     at = np.flatnonzero(empty)
-    offset = offsets[attempts.reshape(-1)[at]]
+    offset = np.take(offsets, attempts.reshape(-1)[at])
     wraps = _column_of(at, num_bins) >= num_bins - offset
     offset -= num_bins * wraps
     offset += at
@@ -153,19 +153,20 @@ def _attempts_by_rank(
     full = ~empty[rows]
     counts = np.count_nonzero(full, axis=1)
     order = np.argsort(counts, kind="stable")
-    row_of, column = np.nonzero(full[order])
+    # Flat positions: a 2-D np.nonzero costs ten times a flat one.
+    row_of, column = np.divmod(np.flatnonzero(full[order]), full.shape[1])
     sorted_counts = counts[order]
     starts = np.cumsum(sorted_counts) - sorted_counts
-    candidates = np.repeat(column[starts][:, None], int(sorted_counts[-1]), axis=1)
-    candidates[row_of, np.arange(row_of.size) - starts[row_of]] = column
+    width = int(sorted_counts[-1])
+    candidates = np.repeat(column[starts][:, None], width, axis=1)
+    candidates.reshape(-1)[row_of * width + np.arange(row_of.size) - starts[row_of]] = column
+    # Rows are in order of width, so the widest of a round is the last it takes.
+    cells = sorted_counts * ranks.shape[1]
     start = 0
     while start < rows.size:
-        # Rows are in order of width, so the widest of a round is the last it can take.
-        stop = start + 1
-        while stop < rows.size and (stop - start + 1) * sorted_counts[stop] * ranks.shape[1] <= _RANK_CELLS:
-            stop += 1
-        width = int(sorted_counts[stop - 1])
-        attempts[rows[order[start:stop]]] = ranks[candidates[start:stop, :width]].min(axis=1)
+        stop = grid_run_end(cells, start, _RANK_CELLS)
+        widest = int(sorted_counts[stop - 1])
+        attempts[rows[order[start:stop]]] = ranks[candidates[start:stop, :widest]].min(axis=1)
         start = stop
 
 

@@ -134,16 +134,20 @@ def _chunks(order: IntArray, bounds: IntArray, split: int) -> Iterator[IntArray]
     each grid within ``_CHUNK_CELLS``, none straddling ``split``."""
     start = 0
     while start < order.size:
-        stop = _chunk_end(bounds[: split if start < split else order.size], start)
+        stop = grid_run_end(bounds[: split if start < split else order.size], start, _CHUNK_CELLS)
         yield order[start:stop]
         start = stop
 
 
-def _chunk_end(bounds: IntArray, start: int) -> int:
-    """End of the run from ``start``: rows ``start .. stop - 1`` take ``(stop - start) * bounds[stop - 1]``
-    cells, which grows with ``stop``, so a binary search finds the last that fits (at least one row)."""
+def grid_run_end(widths: IntArray, start: int, cells: int) -> int:
+    """End of the longest run of rows from ``start`` (rows by ascending ``widths``) whose grid fits in ``cells``.
+
+    Rows ``start .. stop - 1`` laid out as a grid take ``(stop - start) * widths[stop - 1]``
+    cells, which grows with ``stop``: a binary search finds the last run that fits,
+    of one row at least, with no Python step per row.
+    """
     past = bisect.bisect_right(
-        range(bounds.size + 1), _CHUNK_CELLS, lo=start + 1, key=lambda stop: (stop - start) * int(bounds[stop - 1])
+        range(widths.size + 1), cells, lo=start + 1, key=lambda stop: (stop - start) * int(widths[stop - 1])
     )
     return max(past - 1, start + 1)
 
@@ -192,19 +196,17 @@ def _row_tails(counts: IntArray, width: int) -> IntArray:
 def _word_tokens(codes: CodeArray, lengths: IntArray) -> tuple[Uint64Array, IntArray]:
     """One non-zero 64-bit id per space-separated word of each document, and each document's word count.
 
-    Collapsed text has no empty words: a word starts at its document's start
-    or after a space, and ends before a space or at its document's end.
+    The documents are joined by single spaces, as ``" ".join`` would: then
+    every word, empty ones included (a text that is not collapsed may have
+    them), lies between two spaces or an end of the whole.
     """
-    space = codes == _SPACE
     ends = np.cumsum(lengths)
-    starts = ends - lengths
-    first = np.zeros(codes.size, dtype=bool)
-    first[starts] = True
-    first[1:] |= space[:-1]
-    last = np.zeros(codes.size, dtype=bool)
-    last[ends - 1] = True
-    last[:-1] |= space[1:]
-    sums = prefix_sums(codes.astype(U64) + U64(1))
-    words = fmix64(span_values(sums, np.flatnonzero(first), np.flatnonzero(last) + 1))
+    joined = np.insert(codes, ends[:-1], codes.dtype.type(_SPACE))
+    spaces = np.flatnonzero(joined == _SPACE)
+    starts = np.concatenate(([0], spaces + 1))
+    stops = np.concatenate((spaces, [joined.size]))
+    sums = prefix_sums(joined.astype(U64) + U64(1))
+    words = fmix64(span_values(sums, starts, stops))
     words |= U64(1)
-    return words, np.add.reduceat(space, starts, dtype=np.intp) + 1
+    counts = np.add.reduceat(np.append(codes == _SPACE, False), ends - lengths, dtype=np.intp)
+    return words, counts + 1

@@ -1,11 +1,14 @@
 """The vectorised one-permutation sketch and its coarsening against their definitions."""
 
+from unittest.mock import patch
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dedup.sketch import oph
 from stream_dedup.sketch.bit_sketch import coarsen
-from stream_dedup.sketch.oph import EMPTY, oph_sketch
+from stream_dedup.sketch.oph import EMPTY, _attempts_by_rank, oph_sketch, probe_offsets, rank_table
 from stream_dedup.text import ShingleChunk
 from stream_dedup.text.hashing import MAX_U64
 
@@ -50,3 +53,26 @@ def test_coarse_bins_are_the_minima_of_their_groups_of_fine_bins(rows: int, slot
     sketches[rng.random(sketches.shape) < 0.4] = EMPTY
     expected = sketches.reshape(rows, slots, group).min(axis=2)
     assert (coarsen(sketches, slots) == expected).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    rows=st.lists(st.lists(st.integers(0, 63), min_size=1, max_size=12), min_size=1, max_size=30),
+    seed=st.integers(0, 2**32),
+)
+def test_sparse_rows_filled_in_several_rounds_take_their_first_non_empty_probe(
+    rows: list[list[int]], seed: int
+) -> None:
+    num_bins = 64
+    sketch = np.full((len(rows), num_bins), EMPTY, dtype=np.uint64)
+    for r, bins in enumerate(rows):
+        sketch[r, bins] = np.array(bins, dtype=np.uint64) * np.uint64(r + 1)
+    empty = sketch == EMPTY
+    offsets, _ = probe_offsets(num_bins, seed)
+    expected = np.zeros(sketch.shape, dtype=np.intp)
+    for r, i in zip(*np.nonzero(empty), strict=True):
+        expected[r, i] = next(a for a, j in enumerate((i + offsets) % num_bins) if not empty[r, j])
+    attempts = np.zeros(sketch.shape, dtype=np.intp)
+    with patch.object(oph, "_RANK_CELLS", 3 * num_bins * 12):  # a few rows a round: many rounds
+        _attempts_by_rank(attempts, empty, np.arange(len(rows)), rank_table(num_bins, seed))
+    assert (attempts[empty] == expected[empty]).all()

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.errors import InputError
-from stream_dedup.text import Shingling, fold, normalize, shingle_chunks
+from stream_dedup.text import Shingling, fold, normalize, shingle_chunks, shingle_set
 from stream_dedup.text.whitespace import LAST_WHITESPACE, collapse_whitespace
 
 #: Every kind of whitespace, and characters around and beyond the ones looked up.
@@ -68,3 +68,17 @@ def test_without_folded_the_tokens_are_taken_as_they_are() -> None:
     # A piece fed to an incremental signature keeps its leading space: it is a token of a shingle.
     (chunk,) = shingle_chunks([" x", "x"], Shingling("char", 1), 1)
     assert chunk.counts[np.argsort(chunk.rows)].tolist() == [2, 1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet=st.sampled_from("ab é  "), min_size=1, max_size=12), min_size=1, max_size=6),
+    unit=st.sampled_from(["char", "word"]),
+    size=st.integers(1, 4),
+)
+def test_without_folded_even_empty_words_are_tokens(texts: list[str], unit: str, size: int) -> None:
+    # Leading, trailing and double spaces make empty words, as str.split(" ") does.
+    shingling = Shingling(unit, size)  # type: ignore[arg-type]
+    hashes = hashes_by_row(texts, shingling, folded=False)
+    for row, text in enumerate(texts):
+        assert len(set(hashes[row])) == len(shingle_set(text, shingling))
