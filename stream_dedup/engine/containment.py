@@ -40,13 +40,11 @@ from stream_dedup.engine.pairs import (
     earlier_values,
 )
 from stream_dedup.engine.verdict import Verdict, VerdictKind
-from stream_dedup.lsh.band_keys import band_keys
 from stream_dedup.lsh.band_table import IntArray
-from stream_dedup.lsh.containment_index import earlier_rows_sharing_keys, lookup_keys, set_sizes_of
-from stream_dedup.lsh.containment_tables import ContainmentEntries, ContainmentSignature
+from stream_dedup.lsh.batch_pairs import earlier_rows_sharing_keys
 from stream_dedup.lsh.ensemble_params import EnsembleParameters, implied_jaccard
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
-from stream_dedup.lsh.index import BandIndex, pairs_within_batch
+from stream_dedup.lsh.index import BandIndex, Lookup
 from stream_dedup.sketch.bit_sketch import bit_agreements, estimate_similarity
 from stream_dedup.text.shingle_sets import shared_counts
 
@@ -98,85 +96,76 @@ class BestContainments:
     candidates: int = 0
 
 
-class ContainmentSearch:
-    """Finds, for a batch's documents that are not near-duplicates, their best containment match.
+@dataclass(frozen=True)
+class CandidatePairs:
+    """Candidate pairs of a batch: row, earlier document (sequence number) and that document's set size.
 
-    It signs (set sizes and containment band keys), searches (probes planned
-    by size partition, in-batch pairs, verification) and says what the batch
-    adds to the containment tables; the :class:`~stream_dedup.engine.detector.Detector`
-    calls it between judging a batch and storing it.
+    A pair may come more than once (found through several bands).
     """
 
-    def __init__(self, parameters: EnsembleParameters, index: BandIndex, sketch_bits: int, max_bucket_size: int):
+    rows: IntArray
+    seqs: npt.NDArray[np.int64]
+    other_sizes: npt.NDArray[np.uint32]
+
+
+class ContainmentSearch:
+    """With containment on: the candidates of both searches, and the containment of the rows not near-duplicates.
+
+    The index is then banded for containment (``lsh.ensemble_params``), and
+    the :class:`~stream_dedup.engine.detector.Detector` takes the candidates
+    of every row from :meth:`candidates`, verifies them for near-duplicates
+    as usual, and passes those of the rows that are not to :meth:`verify`.
+    """
+
+    def __init__(self, parameters: EnsembleParameters, index: BandIndex, sketch_bits: int):
         self.parameters = parameters
         self.index = index
         self.sketch_bits = sketch_bits
-        self.max_bucket_size = max_bucket_size
 
-    def signature(self, sizes: npt.NDArray[np.uint32], band_signatures: npt.NDArray[np.uint32]) -> ContainmentSignature:
-        """What the containment tables need of a signed batch: set sizes and containment band keys."""
-        return ContainmentSignature(sizes, band_keys(band_signatures, self.parameters.banding))
+    def candidates(
+        self, batch: IndexedBatch, lookup: Lookup, admitted: npt.NDArray[np.bool_], first_seq: int
+    ) -> CandidatePairs:
+        """The pairs of ``lookup`` (stored documents) and of the batch's own rows that count under the plan.
 
-    def search(
-        self, batch: IndexedBatch, queries: IntArray, first_seq: int
-    ) -> tuple[BestContainments, ContainmentEntries]:
-        """Best containment match of each row in ``queries``, and the entries the batch adds to the tables.
-
-        Every row looks its keys up in the newest generation (what the
-        hot-bucket cap counts), the queries in every generation. A match
-        found through band ``k`` is a candidate only if the query's plan
-        probes the match's size partition with more than ``k`` bands: the
-        candidates separate tables per partition, probed as planned, would
-        give, for one probe per band.
+        A match found through band ``k`` counts only if the row's plan gives
+        the match's size partition more than ``k`` bands: the candidates that
+        separate tables per partition, probed as planned, would give, for one
+        probe per band. A match under the content key (an exact copy) always
+        counts. ``admitted[row, table]`` says which rows the batch enters in
+        which table (earlier rows of the batch are found where they are entered).
         """
-        signature = batch.signed.containment
-        if signature is None:
-            raise ValueError("containment is on: the batch must carry set sizes and containment keys")
-        n, bands = signature.keys.shape
+        sizes = batch.signed.set_sizes
+        if sizes is None:
+            raise ValueError("containment is on: the batch must carry its set sizes")
+        keys = batch.signed.keys
+        content = keys.shape[1] - 1
         partitions = self.parameters.partitions
-        plan = self.parameters.probe_bands(signature.sizes[queries])
-        query_of = np.full(n, -1, dtype=np.intp)
-        query_of[queries] = np.arange(queries.size)
-        probe_rows = np.repeat(np.arange(n), bands)
-        probe_bands = np.tile(np.arange(bands), n)
-        lookup = lookup_keys(self.index, probe_bands, signature.keys.ravel(), query_of[probe_rows] >= 0)
-        # A row enters a table below the cap: documents already under its key in the newest generation,
-        # plus earlier rows of the batch under it.
-        _, _, ranks = pairs_within_batch(signature.keys, self.max_bucket_size)
-        admit = lookup.newest_counts.reshape(n, bands) + ranks < self.max_bucket_size
-        asking = query_of[probe_rows[lookup.probes]] >= 0
-        asked, seqs = lookup.probes[asking], lookup.seqs[asking]
-        rows = probe_rows[asked]
-        stored_sizes = set_sizes_of(self.index, seqs)
-        planned = probe_bands[asked] < plan.bands_at(query_of[rows], partitions.of(stored_sizes))
-        batch_rows, earlier_rows, shared_bands = earlier_rows_sharing_keys(signature.keys, admit, queries)
-        earlier_sizes = signature.sizes[earlier_rows]
-        planned_in_batch = shared_bands < plan.bands_at(query_of[batch_rows], partitions.of(earlier_sizes))
-        best = self._verify(
-            batch.signed,
-            signature.sizes,
-            np.concatenate((rows[planned], batch_rows[planned_in_batch])),
-            np.concatenate((seqs[planned], earlier_rows[planned_in_batch].astype(np.int64) + first_seq)),
-            np.concatenate((stored_sizes[planned], earlier_sizes[planned_in_batch])),
-            first_seq,
+        plan = self.parameters.probe_bands(sizes)
+        stored_sizes = self.index.set_sizes_of(lookup.seqs)
+        stored = (lookup.tables == content) | (lookup.tables < plan.bands_at(lookup.rows, partitions.of(stored_sizes)))
+        rows, earlier, tables = earlier_rows_sharing_keys(keys, admitted, np.arange(len(batch.ids)))
+        in_batch = (tables == content) | (tables < plan.bands_at(rows, partitions.of(sizes[earlier])))
+        return CandidatePairs(
+            np.concatenate((lookup.rows[stored], rows[in_batch])),
+            np.concatenate((lookup.seqs[stored], earlier[in_batch].astype(np.int64) + first_seq)),
+            np.concatenate((stored_sizes[stored], sizes[earlier[in_batch]])),
         )
-        return best, ContainmentEntries(signature.sizes, signature.keys, admit)
 
-    def _verify(
-        self,
-        batch: SignedBatch,
-        sizes: npt.NDArray[np.uint32],
-        rows: IntArray,
-        seqs: npt.NDArray[np.int64],
-        other_sizes: npt.NDArray[np.uint32],
-        first_seq: int,
+    def verify(
+        self, batch: SignedBatch, pairs: CandidatePairs, queries: npt.NDArray[np.bool_], first_seq: int
     ) -> BestContainments:
-        """Containment of every candidate pair (a pair may come more than once) both ways, and each row's best."""
+        """Containment both ways of the pairs of the rows marked in ``queries``, and each such row's best match."""
+        sizes = batch.set_sizes
+        if sizes is None:
+            raise ValueError("containment is on: the batch must carry its set sizes")
         n = len(batch)
-        pairs, firsts = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs, return_index=True)
-        rows = (pairs >> _SEQ_BITS).astype(np.intp)
-        seqs = pairs & ((1 << _SEQ_BITS) - 1)
-        other_sizes = other_sizes[firsts]
+        asked = queries[pairs.rows]
+        unique, firsts = np.unique(
+            (pairs.rows[asked].astype(np.int64) << _SEQ_BITS) | pairs.seqs[asked], return_index=True
+        )
+        rows = (unique >> _SEQ_BITS).astype(np.intp)
+        seqs = unique & ((1 << _SEQ_BITS) - 1)
+        other_sizes = pairs.other_sizes[asked][firsts]
         judged = self.parameters.judged(sizes[rows], other_sizes)
         rows, seqs, other_sizes = rows[judged], seqs[judged], other_sizes[judged]
         row_share, other_share, similarity = np.empty(rows.size), np.empty(rows.size), np.empty(rows.size)
@@ -192,12 +181,12 @@ class ContainmentSearch:
         # "contains" first, so that "contained" overwrites it where a row has both.
         for is_contained, share in ((False, other_share), (True, row_share)):
             passed = np.flatnonzero(share >= threshold)
-            firsts = passed[best_of_each_row(rows[passed], seqs[passed], share[passed])]
-            best_seqs[rows[firsts]] = seqs[firsts]
-            contained[rows[firsts]] = is_contained
-            values[rows[firsts]] = share[firsts]
-            best_similarity[rows[firsts]] = similarity[firsts]
-        return BestContainments(best_seqs, contained, values, best_similarity, int(pairs.size))
+            best = passed[best_of_each_row(rows[passed], seqs[passed], share[passed])]
+            best_seqs[rows[best]] = seqs[best]
+            contained[rows[best]] = is_contained
+            values[rows[best]] = share[best]
+            best_similarity[rows[best]] = similarity[best]
+        return BestContainments(best_seqs, contained, values, best_similarity, int(unique.size))
 
     def _containments(
         self,

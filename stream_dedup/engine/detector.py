@@ -15,9 +15,12 @@ the costly set intersections go only to plausible pairs; and candidates are
 verified in rounds of bounded size, so that a low threshold, which brings
 many candidates, costs time but never unbounded memory.
 
-With ``containment_threshold`` set, documents that are not near-duplicates
-are then searched for containment (``engine.containment``): an earlier
-document holding most of their shingles, or one they hold most of.
+With ``containment_threshold`` set, the index is banded for containment
+(``lsh.ensemble_params``): the candidates of every document come through
+those bands, as the containment search's probe plan allows, and documents
+that are not near-duplicates are then judged for containment
+(``engine.containment``): an earlier document holding most of their
+shingles, or one they hold most of.
 
 The ``combined`` method (Henzinger, SIGIR 2006) keeps a SimHash fingerprint
 beside each sketch and accepts a verified pair only if the fingerprints also
@@ -88,20 +91,17 @@ class Detector(DuplicateDetector):
             config.retention(),
             keep_shingles=self.exact,
             keep_fingerprints=config.uses_simhash,
-            containment_bands=containment.banding.bands if containment is not None else 0,
+            keep_set_sizes=containment is not None,
         )
         self.containment = (
-            ContainmentSearch(containment, self.index, config.sketch_bits, config.max_bucket_size)
-            if containment is not None
-            else None
+            ContainmentSearch(containment, self.index, config.sketch_bits) if containment is not None else None
         )
         self.stats = DetectorStats()
         self.last_batch_candidates = np.zeros(0, dtype=np.int64)
 
     def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
         """One-bit sketches and index keys of ``texts``; their shingle sets with exact verification,
-        their SimHash fingerprints with the combined method, their set sizes and containment keys
-        with containment on.
+        their SimHash fingerprints with the combined method, their set sizes with containment on.
 
         What :meth:`process_signed` takes, and what the Kafka stage's
         changelog stores so that a restore need not re-shingle anything.
@@ -126,11 +126,7 @@ class Detector(DuplicateDetector):
             if sizes is not None:
                 sizes[chunk.rows] = distinct_counts(chunk)
         shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
-        containment = None
-        if self.containment is not None and sizes is not None:
-            containment = self.containment.signature(sizes, band_signatures)
-        keys = index_keys(band_signatures, bits, self.banding)
-        return SignedBatch(bits, keys, shingles, fingerprints, containment)
+        return SignedBatch(bits, index_keys(band_signatures, bits, self.banding), shingles, fingerprints, sizes)
 
     def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
         """Like :meth:`process`, for documents already signed by :meth:`sign`.
@@ -141,25 +137,30 @@ class Detector(DuplicateDetector):
             raise ValueError("exact verification needs the batch's shingle sets")
         if self.simhasher is not None and batch.signed.fingerprints is None:
             raise ValueError("the combined method needs the batch's SimHash fingerprints")
-        if self.containment is not None and batch.signed.containment is None:
-            raise ValueError("containment is on: the batch needs its set sizes and containment keys")
+        if self.containment is not None and batch.signed.set_sizes is None:
+            raise ValueError("containment is on: the batch needs its set sizes")
         keys = batch.signed.keys
         lookup = self.index.lookup(keys)
         batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
         first_seq = self.index.next_seq
-        rows = np.concatenate((lookup.rows, batch_rows))
-        seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
+        earlier_counts = lookup.newest_counts + ranks
+        if self.containment is None:
+            rows = np.concatenate((lookup.rows, batch_rows))
+            seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
+        else:
+            admitted = earlier_counts < self.config.max_bucket_size
+            candidates = self.containment.candidates(batch, lookup, admitted, first_seq)
+            rows, seqs = candidates.rows, candidates.seqs
         best = self._verify(batch.signed, rows, seqs, first_seq)
         verdicts = verdicts_of(batch, best, self.index, first_seq)
-        entries = None
         if self.containment is not None:
             # Verdicts before the insert: retention may then evict a matched document and its id.
-            found, entries = self.containment.search(batch, np.flatnonzero(best.seqs < 0), first_seq)
+            found = self.containment.verify(batch.signed, candidates, best.seqs < 0, first_seq)
             containment_verdicts(verdicts, batch, found, self.index, first_seq)
             self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
             self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
             self.stats.containment_candidates += found.candidates
-        self.index.add(batch, lookup.newest_counts + ranks, entries)
+        self.index.add(batch, earlier_counts)
         self.stats.documents += len(batch.ids)
         self.stats.duplicates += int(np.count_nonzero(best.seqs >= 0))
         return verdicts

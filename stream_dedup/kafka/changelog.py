@@ -23,8 +23,8 @@ Record value layout (no pickle)::
     header   UTF-8 JSON: digest, input topic, positions, final flag, array directory
     arrays   raw little-endian bytes, back to back: sketches, keys, event times,
              sources, ids; shingle sets (exact verification), SimHash
-             fingerprints (methods simhash and combined), set sizes and
-             containment keys (containment on) when the batch has them
+             fingerprints (methods simhash and combined) and set sizes
+             (containment on) when the batch has them
 """
 
 import json
@@ -37,7 +37,6 @@ from typing import Any
 import numpy as np
 
 from stream_dedup.errors import ChangelogError
-from stream_dedup.lsh.containment_tables import ContainmentSignature
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.text.shingle_sets import ShingleSets
 
@@ -97,7 +96,8 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     if header["digest"] != digest:
         raise ChangelogError(
             "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
-            "banding, verification or SimHash weighting) than this run's; its signatures are not comparable. "
+            "banding, verification, SimHash weighting or containment) than this run's; its signatures are not "
+            "comparable. "
             "Run with the original settings, or point changelog_topic at a new topic (the index then starts empty)."
         )
     arrays = dict(_read_arrays(value, _PREFIX.size + header_length, header["arrays"]))
@@ -105,10 +105,9 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     ends = id_ends.tolist()
     ids = [id_bytes[s:e].decode("utf-8") for s, e in zip([0, *ends[:-1]], ends, strict=False)]
     shingles = ShingleSets(arrays["shingle_values"], arrays["shingle_ends"]) if "shingle_values" in arrays else None
-    containment = None
-    if "set_sizes" in arrays:
-        containment = ContainmentSignature(arrays["set_sizes"], arrays["containment_keys"])
-    signed = SignedBatch(arrays["sketches"], arrays["keys"], shingles, arrays.get("fingerprints"), containment)
+    signed = SignedBatch(
+        arrays["sketches"], arrays["keys"], shingles, arrays.get("fingerprints"), arrays.get("set_sizes")
+    )
     documents = IndexedBatch(ids, signed, arrays["event_times"], arrays["sources"])
     return ChangelogEntry(
         documents=documents,
@@ -156,12 +155,8 @@ def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
         ]
     if fingerprints is not None:
         arrays.append(("fingerprints", np.ascontiguousarray(fingerprints, dtype="<u8")))
-    containment = documents.signed.containment
-    if containment is not None:
-        arrays += [
-            ("set_sizes", np.ascontiguousarray(containment.sizes, dtype="<u4")),
-            ("containment_keys", np.ascontiguousarray(containment.keys, dtype="<u4")),
-        ]
+    if documents.signed.set_sizes is not None:
+        arrays.append(("set_sizes", np.ascontiguousarray(documents.signed.set_sizes, dtype="<u4")))
     header = json.dumps(
         {
             "digest": digest,
@@ -187,7 +182,7 @@ def _row_bytes(entry: ChangelogEntry) -> float:
     ids, signed = entry.documents.ids, entry.documents.signed
     per_row = signed.sketches.shape[1] + 4 * signed.keys.shape[1] + 8 + 8 + 8
     per_row += 8 if signed.fingerprints is not None else 0
-    per_row += 4 + 4 * signed.containment.keys.shape[1] if signed.containment is not None else 0
+    per_row += 4 if signed.set_sizes is not None else 0
     per_row += sum(len(i) for i in ids) / len(ids)
     if signed.shingles is not None:
         per_row += (signed.shingles.values.nbytes + signed.shingles.ends.nbytes) / len(ids)
