@@ -8,8 +8,9 @@ holds at least that share of an earlier document's, ``c(B, A) = |A ∩ B| / x``.
 ``contained`` comes first because it says more (the document adds little to
 an earlier one); within a direction the best match has the highest
 containment, then is the earliest. Pairs whose sizes differ by more than
-``containment_max_ratio`` are not judged. Candidates come from the
-partitioned containment tables (``lsh.ensemble_params``, ``lsh.containment_index``).
+``containment_max_ratio`` are not judged. Candidates come from the index's
+bands, which with containment on are chosen for it, through the probe plan
+of ``lsh.ensemble_params`` (:meth:`ContainmentSearch.candidates`).
 
 **The estimate.** The one-bit sketches estimate the pair's Jaccard
 similarity ``J`` (``sketch.bit_sketch``), and the two stored set sizes turn
