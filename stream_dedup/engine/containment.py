@@ -36,6 +36,7 @@ import numpy.typing as npt
 from stream_dedup.engine.detection import StoredDocuments, matches_of
 from stream_dedup.engine.pairs import (
     PAIRS_PER_ROUND,
+    MeasuredPairs,
     best_of_each_row,
     earlier_shingle_sets,
     earlier_values,
@@ -46,11 +47,8 @@ from stream_dedup.lsh.batch_pairs import earlier_rows_sharing_keys
 from stream_dedup.lsh.ensemble_params import EnsembleParameters, implied_jaccard
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.lsh.index import BandIndex, Lookup
-from stream_dedup.sketch.bit_sketch import bit_agreements, estimate_similarity
 from stream_dedup.text.shingle_sets import shared_counts
 
-#: Bits of the sequence number in a packed (row, seq) pair key.
-_SEQ_BITS = 40
 #: Standard errors below the implied Jaccard under which an estimate rules a pair out of exact counting.
 _EXACT_MARGIN_ERRORS = 6.0
 
@@ -97,18 +95,6 @@ class BestContainments:
     candidates: int = 0
 
 
-@dataclass(frozen=True)
-class CandidatePairs:
-    """Candidate pairs of a batch: row, earlier document (sequence number) and that document's set size.
-
-    A pair may come more than once (found through several bands).
-    """
-
-    rows: IntArray
-    seqs: npt.NDArray[np.int64]
-    other_sizes: npt.NDArray[np.uint32]
-
-
 class ContainmentSearch:
     """With containment on: the candidates of both searches, and the containment of the rows not near-duplicates.
 
@@ -125,15 +111,16 @@ class ContainmentSearch:
 
     def candidates(
         self, batch: IndexedBatch, lookup: Lookup, admitted: npt.NDArray[np.bool_], first_seq: int
-    ) -> CandidatePairs:
-        """The pairs of ``lookup`` (stored documents) and of the batch's own rows that count under the plan.
+    ) -> tuple[IntArray, npt.NDArray[np.int64]]:
+        """``(rows, seqs)``: the pairs of ``lookup`` (stored documents) and of the batch's own rows that count.
 
         A match found through band ``k`` counts only if the row's plan gives
         the match's size partition more than ``k`` bands: the candidates that
         separate tables per partition, probed as planned, would give, for one
         probe per band. A match under the content key (an exact copy) always
         counts. ``admitted[row, table]`` says which rows the batch enters in
-        which table (earlier rows of the batch are found where they are entered).
+        which table (earlier rows of the batch are found where they are
+        entered). A pair may come more than once.
         """
         sizes = batch.signed.set_sizes
         if sizes is None:
@@ -146,34 +133,29 @@ class ContainmentSearch:
         stored = (lookup.tables == content) | (lookup.tables < plan.bands_at(lookup.rows, partitions.of(stored_sizes)))
         rows, earlier, tables = earlier_rows_sharing_keys(keys, admitted, np.arange(len(batch.ids)))
         in_batch = (tables == content) | (tables < plan.bands_at(rows, partitions.of(sizes[earlier])))
-        return CandidatePairs(
+        return (
             np.concatenate((lookup.rows[stored], rows[in_batch])),
             np.concatenate((lookup.seqs[stored], earlier[in_batch].astype(np.int64) + first_seq)),
-            np.concatenate((stored_sizes[stored], sizes[earlier[in_batch]])),
         )
 
     def verify(
-        self, batch: SignedBatch, pairs: CandidatePairs, queries: npt.NDArray[np.bool_], first_seq: int
+        self, batch: SignedBatch, pairs: MeasuredPairs, queries: npt.NDArray[np.bool_], first_seq: int
     ) -> BestContainments:
         """Containment both ways of the pairs of the rows marked in ``queries``, and each such row's best match."""
         sizes = batch.set_sizes
         if sizes is None:
             raise ValueError("containment is on: the batch must carry its set sizes")
         n = len(batch)
-        asked = queries[pairs.rows]
-        unique, firsts = np.unique(
-            (pairs.rows[asked].astype(np.int64) << _SEQ_BITS) | pairs.seqs[asked], return_index=True
-        )
-        rows = (unique >> _SEQ_BITS).astype(np.intp)
-        seqs = unique & ((1 << _SEQ_BITS) - 1)
-        other_sizes = pairs.other_sizes[asked][firsts]
+        asked = np.flatnonzero(queries[pairs.rows])
+        rows, seqs, estimates = pairs.rows[asked], pairs.seqs[asked], pairs.estimates[asked]
+        other_sizes = earlier_values(sizes, self.index.set_sizes_of, seqs, first_seq)
         judged = self.parameters.judged(sizes[rows], other_sizes)
-        rows, seqs, other_sizes = rows[judged], seqs[judged], other_sizes[judged]
+        rows, seqs, estimates, other_sizes = rows[judged], seqs[judged], estimates[judged], other_sizes[judged]
         row_share, other_share, similarity = np.empty(rows.size), np.empty(rows.size), np.empty(rows.size)
         for start in range(0, rows.size, PAIRS_PER_ROUND):
             part = slice(start, start + PAIRS_PER_ROUND)
             row_share[part], other_share[part], similarity[part] = self._containments(
-                batch, rows[part], seqs[part], sizes[rows[part]], other_sizes[part], first_seq
+                batch, rows[part], seqs[part], estimates[part], sizes[rows[part]], other_sizes[part], first_seq
             )
         threshold = self.parameters.threshold
         best_seqs = np.full(n, -1, dtype=np.int64)
@@ -187,20 +169,19 @@ class ContainmentSearch:
             contained[rows[best]] = is_contained
             values[rows[best]] = share[best]
             best_similarity[rows[best]] = similarity[best]
-        return BestContainments(best_seqs, contained, values, best_similarity, int(unique.size))
+        return BestContainments(best_seqs, contained, values, best_similarity, int(asked.size))
 
     def _containments(
         self,
         batch: SignedBatch,
         rows: IntArray,
         seqs: npt.NDArray[np.int64],
+        jaccard: FloatArray,
         sizes: npt.NDArray[np.uint32],
         other_sizes: npt.NDArray[np.uint32],
         first_seq: int,
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
         """``(c(row in other), c(other in row), Jaccard)`` of pairs: estimated, or counted where they may pass."""
-        others = earlier_values(batch.sketches, self.index.sketches_of, seqs, first_seq)
-        jaccard = estimate_similarity(bit_agreements(batch.sketches[rows], others), self.sketch_bits)
         a, b = sizes.astype(np.float64), other_sizes.astype(np.float64)
         if batch.shingles is None:
             shared = estimated_intersection(jaccard, a, b)

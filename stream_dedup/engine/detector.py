@@ -42,7 +42,13 @@ import numpy.typing as npt
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.containment import ContainmentSearch, containment_verdicts
 from stream_dedup.engine.detection import BestMatches, DetectorStats, DuplicateDetector, verdicts_of
-from stream_dedup.engine.pairs import PAIRS_PER_ROUND, best_of_each_row, earlier_shingle_sets, earlier_values
+from stream_dedup.engine.pairs import (
+    PAIRS_PER_ROUND,
+    MeasuredPairs,
+    best_of_each_row,
+    earlier_shingle_sets,
+    earlier_values,
+)
 from stream_dedup.engine.simhash_detector import SimHashDetector
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import index_keys
@@ -149,13 +155,13 @@ class Detector(DuplicateDetector):
             seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
         else:
             admitted = earlier_counts < self.config.max_bucket_size
-            candidates = self.containment.candidates(batch, lookup, admitted, first_seq)
-            rows, seqs = candidates.rows, candidates.seqs
-        best = self._verify(batch.signed, rows, seqs, first_seq)
+            rows, seqs = self.containment.candidates(batch, lookup, admitted, first_seq)
+        pairs = self._measure(batch.signed, rows, seqs, first_seq)
+        best = self._verify(batch.signed, pairs, first_seq)
         verdicts = verdicts_of(batch, best, self.index, first_seq)
         if self.containment is not None:
             # Verdicts before the insert: retention may then evict a matched document and its id.
-            found = self.containment.verify(batch.signed, candidates, best.seqs < 0, first_seq)
+            found = self.containment.verify(batch.signed, pairs, best.seqs < 0, first_seq)
             containment_verdicts(verdicts, batch, found, self.index, first_seq)
             self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
             self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
@@ -165,31 +171,29 @@ class Detector(DuplicateDetector):
         self.stats.duplicates += int(np.count_nonzero(best.seqs >= 0))
         return verdicts
 
-    def _verify(
-        self,
-        batch: SignedBatch,
-        rows: npt.NDArray[np.intp],
-        seqs: npt.NDArray[np.int64],
-        first_seq: int,
-    ) -> BestMatches:
+    def _measure(
+        self, batch: SignedBatch, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
+    ) -> MeasuredPairs:
+        """Every candidate pair once, with its Jaccard estimate and the similarity verification judges."""
+        pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
+        self.stats.candidates += int(pairs.size)
+        self.last_batch_candidates = np.bincount(pairs >> _SEQ_BITS, minlength=len(batch))
+        rows = (pairs >> _SEQ_BITS).astype(np.intp)
+        seqs = pairs & ((1 << _SEQ_BITS) - 1)
+        estimates, similarity = np.empty(pairs.size), np.empty(pairs.size)
+        for start in range(0, pairs.size, PAIRS_PER_ROUND):
+            part = slice(start, start + PAIRS_PER_ROUND)
+            estimates[part], similarity[part] = self._similarity(batch, rows[part], seqs[part], first_seq)
+        return MeasuredPairs(rows, seqs, estimates, similarity)
+
+    def _verify(self, batch: SignedBatch, pairs: MeasuredPairs, first_seq: int) -> BestMatches:
         """Best verified match of every row (and, for the combined method, its Hamming distance)."""
         n = len(batch)
         best_seq = np.full(n, -1, dtype=np.int64)
         best_similarity = np.zeros(n)
         best_distance = np.zeros(n, dtype=np.int64) if self.simhasher is not None else None
-        pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
-        self.stats.candidates += int(pairs.size)
-        self.last_batch_candidates = np.bincount(pairs >> _SEQ_BITS, minlength=n)
-        if pairs.size == 0:
-            return BestMatches(best_seq, best_similarity, best_distance)
-        rows = (pairs >> _SEQ_BITS).astype(np.intp)
-        seqs = pairs & ((1 << _SEQ_BITS) - 1)
-        similarity = np.empty(pairs.size)
-        for start in range(0, pairs.size, PAIRS_PER_ROUND):
-            part = slice(start, start + PAIRS_PER_ROUND)
-            similarity[part] = self._similarity(batch, rows[part], seqs[part], first_seq)
-        passed = similarity >= self.config.threshold
-        rows, seqs, similarity = rows[passed], seqs[passed], similarity[passed]
+        passed = pairs.similarity >= self.config.threshold
+        rows, seqs, similarity = pairs.rows[passed], pairs.seqs[passed], pairs.similarity[passed]
         distances = self._hamming_distances(batch, rows, seqs, first_seq)
         if distances is not None:
             near = distances <= self.config.max_hamming
@@ -213,17 +217,18 @@ class Detector(DuplicateDetector):
 
     def _similarity(
         self, batch: SignedBatch, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
-    ) -> npt.NDArray[np.float64]:
-        """Similarity of pairs (batch row, earlier document): estimated, or exact where it may pass."""
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Jaccard estimates of pairs (batch row, earlier document), and the similarity verification judges:
+        the estimate, or the exact Jaccard where the estimate allows the threshold."""
         estimate = self._estimated_similarity(batch.sketches, rows, seqs, first_seq)
         if batch.shingles is None:
-            return estimate
+            return estimate, estimate
         t = self.config.threshold
         margin = _EXACT_MARGIN_ERRORS * math.sqrt((1.0 - t * t) / self.config.sketch_bits)
         plausible = np.flatnonzero(estimate >= t - margin)
         exact = np.full(estimate.size, -1.0)
         exact[plausible] = self._exact_similarity(batch.shingles, rows[plausible], seqs[plausible], first_seq)
-        return exact
+        return estimate, exact
 
     def _estimated_similarity(
         self, sketches: npt.NDArray[np.uint8], rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
