@@ -44,7 +44,6 @@ from rensa import RMinHash, RMinHashLSH
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
 from stream_dedup.lsh import IndexedBatch, SignedBatch
-from stream_dedup.lsh.containment_tables import ContainmentSignature
 
 NUM_PERM, BANDS, ROWS = 128, 16, 8
 FILL_BATCH, PROBE_BATCH = 10_000, 1_000
@@ -62,20 +61,14 @@ def ids(start: int, n: int) -> list[str]:
 def random_batch(rng: np.random.Generator, config: DetectionConfig, start: int, n: int) -> IndexedBatch:
     """``n`` unrelated documents as the index receives them: random sketches and (odd) keys.
 
-    With containment on, set sizes of 1 KB documents (800-1,200 shingles) and random containment keys.
+    With containment on, set sizes of 1 KB documents (800-1,200 shingles).
     """
     tables = config.banding().bands + 1
-    ensemble = config.containment()
-    containment = None
-    if ensemble is not None:
-        containment = ContainmentSignature(
-            rng.integers(800, 1200, n).astype(np.uint32),
-            rng.integers(0, 2**32, (n, ensemble.banding.bands), dtype=np.uint32) | np.uint32(1),
-        )
+    sizes = rng.integers(800, 1200, n).astype(np.uint32) if config.containment_threshold is not None else None
     signed = SignedBatch(
         rng.integers(0, 256, (n, config.sketch_bits // 8), dtype=np.uint8),
         rng.integers(0, 2**32, (n, tables), dtype=np.uint32) | np.uint32(1),
-        containment=containment,
+        set_sizes=sizes,
     )
     return IndexedBatch(ids(start, n), signed, np.zeros(n), np.arange(start, start + n, dtype=np.uint64))
 

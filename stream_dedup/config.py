@@ -51,6 +51,8 @@ _CONTAINMENT_ONLY = (
 _TABLE_BYTES = 32
 #: Signature parameters an index made before they existed does not name, with the value it had.
 IMPLIED_SIGNATURE_PARAMETERS: dict[str, object] = {"method": "minhash"}
+#: Signature parameters that, when they differ, make every other differ too: named first when they do.
+LEADING_SIGNATURE_PARAMETERS = ("method", "containment_partitions_per_doubling")
 #: Index size the Hamming table layout is chosen for when retention sets no ``max_documents``.
 EXPECTED_DOCUMENTS = 1_000_000
 
@@ -110,10 +112,12 @@ class DetectionConfig:
             the ratio (see ``lsh.ensemble_params``).
         containment_min_recall: candidate probability required for a
             containment pair at the threshold, sizes ``containment_max_ratio``
-            apart, when the containment banding is chosen (default 0.95).
-        containment_bands, containment_rows_per_band: the banding documents
-            are stored with in their size partition; both or neither. By
-            default chosen for ``containment_min_recall``.
+            apart, when the containment banding is chosen (default 0.9).
+        containment_bands, containment_rows_per_band: with containment on,
+            the index's banding, which near-duplicates are found through too
+            (``bands`` and ``rows_per_band`` do not apply then); both or
+            neither. By default the steepest reaching ``containment_min_recall``
+            at the hardest containment pair and ``min_recall`` at ``threshold``.
     """
 
     method: Method = "minhash"
@@ -136,7 +140,7 @@ class DetectionConfig:
     max_age_seconds: float | None = None
     containment_threshold: float | None = None
     containment_max_ratio: float = 2.0
-    containment_min_recall: float = 0.95
+    containment_min_recall: float = 0.9
     containment_bands: int | None = None
     containment_rows_per_band: int | None = None
 
@@ -171,6 +175,13 @@ class DetectionConfig:
             raise ConfigError("simhash_weighting", f"must be 'set' or 'frequency', got {self.simhash_weighting!r}")
         if (self.bands is None) != (self.rows_per_band is None):
             raise ConfigError("bands", "set both bands and rows_per_band, or neither (then they are chosen)")
+        if self.bands is not None and self.containment_threshold is not None:
+            raise ConfigError(
+                "bands",
+                "with containment_threshold set the index is banded for containment, and near-duplicates are "
+                "found through the same bands: set containment_bands and containment_rows_per_band instead",
+            )
+        self._check_containment()
         banding = self.banding()
         if banding.bands * banding.rows_per_band > self.num_perm:
             raise ConfigError(
@@ -178,7 +189,6 @@ class DetectionConfig:
                 f"bands x rows_per_band = {banding.bands * banding.rows_per_band} exceeds num_perm={self.num_perm}",
             )
         self.retention()
-        self._check_containment()
 
     def _check_containment(self) -> None:
         """Validate the containment settings (their values even while containment is off)."""
@@ -239,7 +249,11 @@ class DetectionConfig:
         return choose_layout(self.max_hamming, self.max_documents or EXPECTED_DOCUMENTS, budget)
 
     def banding(self) -> BandParameters:
-        """The LSH banding: explicit, or chosen for ``min_recall`` at ``threshold``."""
+        """The LSH banding: explicit, or chosen for ``min_recall`` at ``threshold``; with containment on,
+        the containment banding, which serves both searches (:meth:`containment`)."""
+        containment = self.containment()
+        if containment is not None:
+            return containment.banding
         if self.bands is not None and self.rows_per_band is not None:
             return BandParameters(self.bands, self.rows_per_band)
         return choose_bands(self.threshold, self.num_perm, self.min_recall)
@@ -255,7 +269,12 @@ class DetectionConfig:
         if self.containment_bands is not None and self.containment_rows_per_band is not None:
             explicit = _named_banding(self.containment_bands, self.containment_rows_per_band)
         return choose_ensemble(
-            self.containment_threshold, self.containment_max_ratio, self.num_perm, self.containment_min_recall, explicit
+            self.containment_threshold,
+            self.containment_max_ratio,
+            self.num_perm,
+            self.containment_min_recall,
+            (self.threshold, self.min_recall),
+            explicit,
         )
 
     def signature_parameters(self) -> dict[str, object]:
@@ -275,6 +294,10 @@ class DetectionConfig:
         }
         if self.method != "minhash":
             parameters["method"] = self.method
+        if self.containment_threshold is not None:
+            # The index then keeps set sizes and is banded for containment (banding named below), with the
+            # size partitions of this many per doubling.
+            parameters["containment_partitions_per_doubling"] = PARTITIONS_PER_DOUBLING
         if self.uses_minhash:
             banding = self.banding()
             parameters |= {
@@ -288,14 +311,6 @@ class DetectionConfig:
             }
         if self.uses_simhash:
             parameters["simhash_weighting"] = self.simhash_weighting
-        containment = self.containment()
-        if containment is not None:
-            # What the index stores per document: set size, and keys of this banding in its partition.
-            parameters |= {
-                "containment_bands": containment.banding.bands,
-                "containment_rows_per_band": containment.banding.rows_per_band,
-                "containment_partitions_per_doubling": PARTITIONS_PER_DOUBLING,
-            }
         return parameters
 
     def fingerprint(self) -> str:

@@ -1,5 +1,7 @@
 """What ``params`` prints about containment: the stored banding, its cost, the partitions and the recall."""
 
+from dataclasses import replace
+
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.containment import containment_standard_error
 from stream_dedup.lsh.ensemble_params import EnsembleParameters, implied_jaccard
@@ -17,15 +19,17 @@ def containment_plan_lines(config: DetectionConfig) -> list[str]:
     if ensemble is None:
         return []
     c, ratio, banding = ensemble.threshold, ensemble.max_ratio, ensemble.banding
-    extra = _SET_SIZE_BYTES + _BYTES_PER_BAND * banding.bands
+    plain = replace(config, containment_threshold=None).banding()
+    extra = _SET_SIZE_BYTES + _BYTES_PER_BAND * (banding.bands - plain.bands)
     errors = ", ".join(f"{r:g}x {containment_standard_error(c, r, config.sketch_bits):.3f}" for r in _ratios(ratio))
     lines = [
         "",
         f"containment {c}: contained / contains for pairs at most {ratio:g}x apart in set size",
-        f"  containment bands (b) {banding.bands}, rows per band (r) {banding.rows_per_band}: "
-        f"candidate probability {ensemble.recall_at(ratio):.4f} at the hardest pair "
-        f"(containment {c}, sizes {ratio:g}x apart, Jaccard {ensemble.lowest_jaccard:.3f})",
-        f"  memory: about {extra} bytes per document more ({_SET_SIZE_BYTES} set size, ~{_BYTES_PER_BAND} per band)",
+        f"  the index is banded for containment (the bands above): candidate probability "
+        f"{ensemble.recall_at(ratio):.4f} at the hardest pair (containment {c}, sizes {ratio:g}x apart, "
+        f"Jaccard {ensemble.lowest_jaccard:.3f}); near-duplicates are found through the same bands",
+        f"  memory: about {extra:+d} bytes per document against the {plain.bands} bands of {plain.rows_per_band} rows "
+        f"without containment ({_SET_SIZE_BYTES} of set size, ~{_BYTES_PER_BAND} per band)",
         f"  estimate standard error at containment {c} ({config.sketch_bits}-bit sketches), by size ratio: {errors}",
         "",
         "  size ratio  Jaccard at the threshold  P(candidate), all bands",
@@ -38,12 +42,13 @@ def containment_plan_lines(config: DetectionConfig) -> list[str]:
 
 
 def _partition_lines(ensemble: EnsembleParameters) -> list[str]:
-    """For a few query sizes, each size partition probed: bands given and recall at its hardest pair."""
+    """For a few query sizes, each size partition judged: bands given and recall at its hardest pair."""
     lines = [
         "",
-        f"  size partitions ({ensemble.partitions.per_doubling} per doubling) a query probes, and the bands (of "
-        f"{ensemble.banding.bands}) through which a match in each counts, for recall {ensemble.min_recall} "
-        "at the partition's hardest pair:",
+        f"  size partitions ({ensemble.partitions.per_doubling} per doubling) a query judges for containment, and "
+        f"the bands (of {ensemble.banding.bands}) through which a match in each counts: enough for recall "
+        f"{ensemble.min_recall} at the partition's hardest pair, and {ensemble.jaccard_recall} at "
+        f"J = {ensemble.jaccard_threshold} where near-duplicates can be",
     ]
     for query in SHOWN_QUERY_SIZES:
         plan = ensemble.partition_plan(query)

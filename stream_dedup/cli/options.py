@@ -147,10 +147,13 @@ def _add_containment_options(parser: argparse.ArgumentParser, defaults: Detectio
         type=float,
         default=defaults.containment_min_recall,
         help="candidate probability required for a pair at the containment threshold, sizes "
-        "--containment-max-ratio apart, when the containment banding is chosen (default 0.95)",
+        "--containment-max-ratio apart, when the containment banding is chosen (default 0.9)",
     )
     group.add_argument(
-        "--containment-bands", type=int, help="containment bands (with --containment-rows-per-band; default: chosen)"
+        "--containment-bands",
+        type=int,
+        help="the index's bands with containment on, near-duplicates found through them too "
+        "(with --containment-rows-per-band; default: chosen)",
     )
     group.add_argument("--containment-rows-per-band", type=int, help="signature slots per containment band")
 

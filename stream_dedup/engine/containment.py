@@ -8,8 +8,9 @@ holds at least that share of an earlier document's, ``c(B, A) = |A ∩ B| / x``.
 ``contained`` comes first because it says more (the document adds little to
 an earlier one); within a direction the best match has the highest
 containment, then is the earliest. Pairs whose sizes differ by more than
-``containment_max_ratio`` are not judged. Candidates come from the
-partitioned containment tables (``lsh.ensemble_params``, ``lsh.containment_index``).
+``containment_max_ratio`` are not judged. Candidates come from the index's
+bands, which with containment on are chosen for it, through the probe plan
+of ``lsh.ensemble_params`` (:meth:`ContainmentSearch.candidates`).
 
 **The estimate.** The one-bit sketches estimate the pair's Jaccard
 similarity ``J`` (``sketch.bit_sketch``), and the two stored set sizes turn
@@ -35,23 +36,19 @@ import numpy.typing as npt
 from stream_dedup.engine.detection import StoredDocuments, matches_of
 from stream_dedup.engine.pairs import (
     PAIRS_PER_ROUND,
+    MeasuredPairs,
     best_of_each_row,
     earlier_shingle_sets,
     earlier_values,
 )
 from stream_dedup.engine.verdict import Verdict, VerdictKind
-from stream_dedup.lsh.band_keys import band_keys
 from stream_dedup.lsh.band_table import IntArray
-from stream_dedup.lsh.containment_index import earlier_rows_sharing_keys, lookup_keys, set_sizes_of
-from stream_dedup.lsh.containment_tables import ContainmentEntries, ContainmentSignature
+from stream_dedup.lsh.batch_pairs import earlier_rows_sharing_keys
 from stream_dedup.lsh.ensemble_params import EnsembleParameters, implied_jaccard
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
-from stream_dedup.lsh.index import BandIndex, pairs_within_batch
-from stream_dedup.sketch.bit_sketch import bit_agreements, estimate_similarity
+from stream_dedup.lsh.index import BandIndex, Lookup
 from stream_dedup.text.shingle_sets import shared_counts
 
-#: Bits of the sequence number in a packed (row, seq) pair key.
-_SEQ_BITS = 40
 #: Standard errors below the implied Jaccard under which an estimate rules a pair out of exact counting.
 _EXACT_MARGIN_ERRORS = 6.0
 
@@ -99,91 +96,66 @@ class BestContainments:
 
 
 class ContainmentSearch:
-    """Finds, for a batch's documents that are not near-duplicates, their best containment match.
+    """With containment on: the candidates of both searches, and the containment of the rows not near-duplicates.
 
-    It signs (set sizes and containment band keys), searches (probes planned
-    by size partition, in-batch pairs, verification) and says what the batch
-    adds to the containment tables; the :class:`~stream_dedup.engine.detector.Detector`
-    calls it between judging a batch and storing it.
+    The index is then banded for containment (``lsh.ensemble_params``), and
+    the :class:`~stream_dedup.engine.detector.Detector` takes the candidates
+    of every row from :meth:`candidates`, verifies them for near-duplicates
+    as usual, and passes those of the rows that are not to :meth:`verify`.
     """
 
-    def __init__(self, parameters: EnsembleParameters, index: BandIndex, sketch_bits: int, max_bucket_size: int):
+    def __init__(self, parameters: EnsembleParameters, index: BandIndex, sketch_bits: int):
         self.parameters = parameters
         self.index = index
         self.sketch_bits = sketch_bits
-        self.max_bucket_size = max_bucket_size
 
-    def signature(self, sizes: npt.NDArray[np.uint32], band_signatures: npt.NDArray[np.uint32]) -> ContainmentSignature:
-        """What the containment tables need of a signed batch: set sizes and containment band keys."""
-        return ContainmentSignature(sizes, band_keys(band_signatures, self.parameters.banding))
+    def candidates(
+        self, batch: IndexedBatch, lookup: Lookup, admitted: npt.NDArray[np.bool_], first_seq: int
+    ) -> tuple[IntArray, npt.NDArray[np.int64]]:
+        """``(rows, seqs)``: the pairs of ``lookup`` (stored documents) and of the batch's own rows that count.
 
-    def search(
-        self, batch: IndexedBatch, queries: IntArray, first_seq: int
-    ) -> tuple[BestContainments, ContainmentEntries]:
-        """Best containment match of each row in ``queries``, and the entries the batch adds to the tables.
-
-        Every row looks its keys up in the newest generation (what the
-        hot-bucket cap counts), the queries in every generation. A match
-        found through band ``k`` is a candidate only if the query's plan
-        probes the match's size partition with more than ``k`` bands: the
-        candidates separate tables per partition, probed as planned, would
-        give, for one probe per band.
+        A match found through band ``k`` counts only if the row's plan gives
+        the match's size partition more than ``k`` bands: the candidates that
+        separate tables per partition, probed as planned, would give, for one
+        probe per band. A match under the content key (an exact copy) always
+        counts. ``admitted[row, table]`` says which rows the batch enters in
+        which table (earlier rows of the batch are found where they are
+        entered). A pair may come more than once.
         """
-        signature = batch.signed.containment
-        if signature is None:
-            raise ValueError("containment is on: the batch must carry set sizes and containment keys")
-        n, bands = signature.keys.shape
+        sizes = batch.signed.set_sizes
+        if sizes is None:
+            raise ValueError("containment is on: the batch must carry its set sizes")
+        keys = batch.signed.keys
+        content = keys.shape[1] - 1
         partitions = self.parameters.partitions
-        plan = self.parameters.probe_bands(signature.sizes[queries])
-        query_of = np.full(n, -1, dtype=np.intp)
-        query_of[queries] = np.arange(queries.size)
-        probe_rows = np.repeat(np.arange(n), bands)
-        probe_bands = np.tile(np.arange(bands), n)
-        lookup = lookup_keys(self.index, probe_bands, signature.keys.ravel(), query_of[probe_rows] >= 0)
-        # A row enters a table below the cap: documents already under its key in the newest generation,
-        # plus earlier rows of the batch under it.
-        _, _, ranks = pairs_within_batch(signature.keys, self.max_bucket_size)
-        admit = lookup.newest_counts.reshape(n, bands) + ranks < self.max_bucket_size
-        asking = query_of[probe_rows[lookup.probes]] >= 0
-        asked, seqs = lookup.probes[asking], lookup.seqs[asking]
-        rows = probe_rows[asked]
-        stored_sizes = set_sizes_of(self.index, seqs)
-        planned = probe_bands[asked] < plan.bands_at(query_of[rows], partitions.of(stored_sizes))
-        batch_rows, earlier_rows, shared_bands = earlier_rows_sharing_keys(signature.keys, admit, queries)
-        earlier_sizes = signature.sizes[earlier_rows]
-        planned_in_batch = shared_bands < plan.bands_at(query_of[batch_rows], partitions.of(earlier_sizes))
-        best = self._verify(
-            batch.signed,
-            signature.sizes,
-            np.concatenate((rows[planned], batch_rows[planned_in_batch])),
-            np.concatenate((seqs[planned], earlier_rows[planned_in_batch].astype(np.int64) + first_seq)),
-            np.concatenate((stored_sizes[planned], earlier_sizes[planned_in_batch])),
-            first_seq,
+        plan = self.parameters.probe_bands(sizes)
+        stored_sizes = self.index.set_sizes_of(lookup.seqs)
+        stored = (lookup.tables == content) | (lookup.tables < plan.bands_at(lookup.rows, partitions.of(stored_sizes)))
+        rows, earlier, tables = earlier_rows_sharing_keys(keys, admitted, np.arange(len(batch.ids)))
+        in_batch = (tables == content) | (tables < plan.bands_at(rows, partitions.of(sizes[earlier])))
+        return (
+            np.concatenate((lookup.rows[stored], rows[in_batch])),
+            np.concatenate((lookup.seqs[stored], earlier[in_batch].astype(np.int64) + first_seq)),
         )
-        return best, ContainmentEntries(signature.sizes, signature.keys, admit)
 
-    def _verify(
-        self,
-        batch: SignedBatch,
-        sizes: npt.NDArray[np.uint32],
-        rows: IntArray,
-        seqs: npt.NDArray[np.int64],
-        other_sizes: npt.NDArray[np.uint32],
-        first_seq: int,
+    def verify(
+        self, batch: SignedBatch, pairs: MeasuredPairs, queries: npt.NDArray[np.bool_], first_seq: int
     ) -> BestContainments:
-        """Containment of every candidate pair (a pair may come more than once) both ways, and each row's best."""
+        """Containment both ways of the pairs of the rows marked in ``queries``, and each such row's best match."""
+        sizes = batch.set_sizes
+        if sizes is None:
+            raise ValueError("containment is on: the batch must carry its set sizes")
         n = len(batch)
-        pairs, firsts = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs, return_index=True)
-        rows = (pairs >> _SEQ_BITS).astype(np.intp)
-        seqs = pairs & ((1 << _SEQ_BITS) - 1)
-        other_sizes = other_sizes[firsts]
+        asked = np.flatnonzero(queries[pairs.rows])
+        rows, seqs, estimates = pairs.rows[asked], pairs.seqs[asked], pairs.estimates[asked]
+        other_sizes = earlier_values(sizes, self.index.set_sizes_of, seqs, first_seq)
         judged = self.parameters.judged(sizes[rows], other_sizes)
-        rows, seqs, other_sizes = rows[judged], seqs[judged], other_sizes[judged]
+        rows, seqs, estimates, other_sizes = rows[judged], seqs[judged], estimates[judged], other_sizes[judged]
         row_share, other_share, similarity = np.empty(rows.size), np.empty(rows.size), np.empty(rows.size)
         for start in range(0, rows.size, PAIRS_PER_ROUND):
             part = slice(start, start + PAIRS_PER_ROUND)
             row_share[part], other_share[part], similarity[part] = self._containments(
-                batch, rows[part], seqs[part], sizes[rows[part]], other_sizes[part], first_seq
+                batch, rows[part], seqs[part], estimates[part], sizes[rows[part]], other_sizes[part], first_seq
             )
         threshold = self.parameters.threshold
         best_seqs = np.full(n, -1, dtype=np.int64)
@@ -192,25 +164,24 @@ class ContainmentSearch:
         # "contains" first, so that "contained" overwrites it where a row has both.
         for is_contained, share in ((False, other_share), (True, row_share)):
             passed = np.flatnonzero(share >= threshold)
-            firsts = passed[best_of_each_row(rows[passed], seqs[passed], share[passed])]
-            best_seqs[rows[firsts]] = seqs[firsts]
-            contained[rows[firsts]] = is_contained
-            values[rows[firsts]] = share[firsts]
-            best_similarity[rows[firsts]] = similarity[firsts]
-        return BestContainments(best_seqs, contained, values, best_similarity, int(pairs.size))
+            best = passed[best_of_each_row(rows[passed], seqs[passed], share[passed])]
+            best_seqs[rows[best]] = seqs[best]
+            contained[rows[best]] = is_contained
+            values[rows[best]] = share[best]
+            best_similarity[rows[best]] = similarity[best]
+        return BestContainments(best_seqs, contained, values, best_similarity, int(asked.size))
 
     def _containments(
         self,
         batch: SignedBatch,
         rows: IntArray,
         seqs: npt.NDArray[np.int64],
+        jaccard: FloatArray,
         sizes: npt.NDArray[np.uint32],
         other_sizes: npt.NDArray[np.uint32],
         first_seq: int,
     ) -> tuple[FloatArray, FloatArray, FloatArray]:
         """``(c(row in other), c(other in row), Jaccard)`` of pairs: estimated, or counted where they may pass."""
-        others = earlier_values(batch.sketches, self.index.sketches_of, seqs, first_seq)
-        jaccard = estimate_similarity(bit_agreements(batch.sketches[rows], others), self.sketch_bits)
         a, b = sizes.astype(np.float64), other_sizes.astype(np.float64)
         if batch.shingles is None:
             shared = estimated_intersection(jaccard, a, b)

@@ -15,9 +15,12 @@ the costly set intersections go only to plausible pairs; and candidates are
 verified in rounds of bounded size, so that a low threshold, which brings
 many candidates, costs time but never unbounded memory.
 
-With ``containment_threshold`` set, documents that are not near-duplicates
-are then searched for containment (``engine.containment``): an earlier
-document holding most of their shingles, or one they hold most of.
+With ``containment_threshold`` set, the index is banded for containment
+(``lsh.ensemble_params``): the candidates of every document come through
+those bands, as the containment search's probe plan allows, and documents
+that are not near-duplicates are then judged for containment
+(``engine.containment``): an earlier document holding most of their
+shingles, or one they hold most of.
 
 The ``combined`` method (Henzinger, SIGIR 2006) keeps a SimHash fingerprint
 beside each sketch and accepts a verified pair only if the fingerprints also
@@ -39,7 +42,13 @@ import numpy.typing as npt
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.containment import ContainmentSearch, containment_verdicts
 from stream_dedup.engine.detection import BestMatches, DetectorStats, DuplicateDetector, verdicts_of
-from stream_dedup.engine.pairs import PAIRS_PER_ROUND, best_of_each_row, earlier_shingle_sets, earlier_values
+from stream_dedup.engine.pairs import (
+    PAIRS_PER_ROUND,
+    MeasuredPairs,
+    best_of_each_row,
+    earlier_shingle_sets,
+    earlier_values,
+)
 from stream_dedup.engine.simhash_detector import SimHashDetector
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import index_keys
@@ -88,21 +97,17 @@ class Detector(DuplicateDetector):
             config.retention(),
             keep_shingles=self.exact,
             keep_fingerprints=config.uses_simhash,
-            containment_bands=containment.banding.bands if containment is not None else 0,
+            keep_set_sizes=containment is not None,
         )
         self.containment = (
-            ContainmentSearch(containment, self.index, config.sketch_bits, config.max_bucket_size)
-            if containment is not None
-            else None
+            ContainmentSearch(containment, self.index, config.sketch_bits) if containment is not None else None
         )
         self.stats = DetectorStats()
         self.last_batch_candidates = np.zeros(0, dtype=np.int64)
 
     def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
-        """One-bit sketches and index keys of ``texts`` (and shingle sets, fingerprints, set sizes if kept).
-
-        Shingle sets come with exact verification, fingerprints with the
-        combined method, set sizes and containment keys with containment on.
+        """One-bit sketches and index keys of ``texts``; their shingle sets with exact verification,
+        their SimHash fingerprints with the combined method, their set sizes with containment on.
         What :meth:`process_signed` takes, and what the Kafka stage's
         changelog stores so that a restore need not re-shingle anything.
         """
@@ -126,11 +131,7 @@ class Detector(DuplicateDetector):
             if sizes is not None:
                 sizes[chunk.rows] = distinct_counts(chunk)
         shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
-        containment = None
-        if self.containment is not None and sizes is not None:
-            containment = self.containment.signature(sizes, band_signatures)
-        keys = index_keys(band_signatures, bits, self.banding)
-        return SignedBatch(bits, keys, shingles, fingerprints, containment)
+        return SignedBatch(bits, index_keys(band_signatures, bits, self.banding), shingles, fingerprints, sizes)
 
     def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
         """Like :meth:`process`, for documents already signed by :meth:`sign`.
@@ -141,54 +142,57 @@ class Detector(DuplicateDetector):
             raise ValueError("exact verification needs the batch's shingle sets")
         if self.simhasher is not None and batch.signed.fingerprints is None:
             raise ValueError("the combined method needs the batch's SimHash fingerprints")
-        if self.containment is not None and batch.signed.containment is None:
-            raise ValueError("containment is on: the batch needs its set sizes and containment keys")
+        if self.containment is not None and batch.signed.set_sizes is None:
+            raise ValueError("containment is on: the batch needs its set sizes")
         keys = batch.signed.keys
         lookup = self.index.lookup(keys)
         batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
         first_seq = self.index.next_seq
-        rows = np.concatenate((lookup.rows, batch_rows))
-        seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
-        best = self._verify(batch.signed, rows, seqs, first_seq)
+        earlier_counts = lookup.newest_counts + ranks
+        if self.containment is None:
+            rows = np.concatenate((lookup.rows, batch_rows))
+            seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
+        else:
+            admitted = earlier_counts < self.config.max_bucket_size
+            rows, seqs = self.containment.candidates(batch, lookup, admitted, first_seq)
+        pairs = self._measure(batch.signed, rows, seqs, first_seq)
+        best = self._verify(batch.signed, pairs, first_seq)
         verdicts = verdicts_of(batch, best, self.index, first_seq)
-        entries = None
         if self.containment is not None:
             # Verdicts before the insert: retention may then evict a matched document and its id.
-            found, entries = self.containment.search(batch, np.flatnonzero(best.seqs < 0), first_seq)
+            found = self.containment.verify(batch.signed, pairs, best.seqs < 0, first_seq)
             containment_verdicts(verdicts, batch, found, self.index, first_seq)
             self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
             self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
             self.stats.containment_candidates += found.candidates
-        self.index.add(batch, lookup.newest_counts + ranks, entries)
+        self.index.add(batch, earlier_counts)
         self.stats.documents += len(batch.ids)
         self.stats.duplicates += int(np.count_nonzero(best.seqs >= 0))
         return verdicts
 
-    def _verify(
-        self,
-        batch: SignedBatch,
-        rows: npt.NDArray[np.intp],
-        seqs: npt.NDArray[np.int64],
-        first_seq: int,
-    ) -> BestMatches:
+    def _measure(
+        self, batch: SignedBatch, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
+    ) -> MeasuredPairs:
+        """Every candidate pair once, with its Jaccard estimate and the similarity verification judges."""
+        pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
+        self.stats.candidates += int(pairs.size)
+        self.last_batch_candidates = np.bincount(pairs >> _SEQ_BITS, minlength=len(batch))
+        rows = (pairs >> _SEQ_BITS).astype(np.intp)
+        seqs = pairs & ((1 << _SEQ_BITS) - 1)
+        estimates, similarity = np.empty(pairs.size), np.empty(pairs.size)
+        for start in range(0, pairs.size, PAIRS_PER_ROUND):
+            part = slice(start, start + PAIRS_PER_ROUND)
+            estimates[part], similarity[part] = self._similarity(batch, rows[part], seqs[part], first_seq)
+        return MeasuredPairs(rows, seqs, estimates, similarity)
+
+    def _verify(self, batch: SignedBatch, pairs: MeasuredPairs, first_seq: int) -> BestMatches:
         """Best verified match of every row (and, for the combined method, its Hamming distance)."""
         n = len(batch)
         best_seq = np.full(n, -1, dtype=np.int64)
         best_similarity = np.zeros(n)
         best_distance = np.zeros(n, dtype=np.int64) if self.simhasher is not None else None
-        pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
-        self.stats.candidates += int(pairs.size)
-        self.last_batch_candidates = np.bincount(pairs >> _SEQ_BITS, minlength=n)
-        if pairs.size == 0:
-            return BestMatches(best_seq, best_similarity, best_distance)
-        rows = (pairs >> _SEQ_BITS).astype(np.intp)
-        seqs = pairs & ((1 << _SEQ_BITS) - 1)
-        similarity = np.empty(pairs.size)
-        for start in range(0, pairs.size, PAIRS_PER_ROUND):
-            part = slice(start, start + PAIRS_PER_ROUND)
-            similarity[part] = self._similarity(batch, rows[part], seqs[part], first_seq)
-        passed = similarity >= self.config.threshold
-        rows, seqs, similarity = rows[passed], seqs[passed], similarity[passed]
+        passed = pairs.similarity >= self.config.threshold
+        rows, seqs, similarity = pairs.rows[passed], pairs.seqs[passed], pairs.similarity[passed]
         distances = self._hamming_distances(batch, rows, seqs, first_seq)
         if distances is not None:
             near = distances <= self.config.max_hamming
@@ -212,17 +216,18 @@ class Detector(DuplicateDetector):
 
     def _similarity(
         self, batch: SignedBatch, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
-    ) -> npt.NDArray[np.float64]:
-        """Similarity of pairs (batch row, earlier document): estimated, or exact where it may pass."""
+    ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Jaccard estimates of pairs (batch row, earlier document), and the similarity verification judges:
+        the estimate, or the exact Jaccard where the estimate allows the threshold."""
         estimate = self._estimated_similarity(batch.sketches, rows, seqs, first_seq)
         if batch.shingles is None:
-            return estimate
+            return estimate, estimate
         t = self.config.threshold
         margin = _EXACT_MARGIN_ERRORS * math.sqrt((1.0 - t * t) / self.config.sketch_bits)
         plausible = np.flatnonzero(estimate >= t - margin)
         exact = np.full(estimate.size, -1.0)
         exact[plausible] = self._exact_similarity(batch.shingles, rows[plausible], seqs[plausible], first_seq)
-        return exact
+        return estimate, exact
 
     def _estimated_similarity(
         self, sketches: npt.NDArray[np.uint8], rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int

@@ -9,6 +9,7 @@ is gathered from one or the other, in the order of the pairs.
 """
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +19,25 @@ from stream_dedup.text.shingle_sets import ShingleSets
 
 #: Candidate pairs verified per round (their sketches, or shingle sets, are gathered at once).
 PAIRS_PER_ROUND = 1 << 14
+
+
+@dataclass(frozen=True)
+class MeasuredPairs:
+    """A batch's candidate pairs, each once, measured once for every search that judges them.
+
+    Attributes:
+        rows: the batch row of each pair, in order.
+        seqs: the earlier document of each pair.
+        estimates: the Jaccard estimate of the one-bit sketches.
+        similarity: what the near-duplicate search judges: the estimate, or
+            with exact verification the exact Jaccard where the estimate
+            allows the threshold (-1 elsewhere).
+    """
+
+    rows: npt.NDArray[np.intp]
+    seqs: npt.NDArray[np.int64]
+    estimates: npt.NDArray[np.float64]
+    similarity: npt.NDArray[np.float64]
 
 
 def earlier_values(

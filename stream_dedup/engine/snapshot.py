@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, DetectionConfig
+from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, LEADING_SIGNATURE_PARAMETERS, DetectionConfig
 from stream_dedup.engine.detection import DetectorStats, DuplicateDetector
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.simhash_detector import SimHashDetector
@@ -50,7 +50,6 @@ FORMAT_VERSION = 2
 _PREFIX = struct.Struct("<8sIQ")
 _DIGEST_BYTES = 16
 _TABLE_ARRAYS = ("docs", "fingerprints", "entries")
-_CONTAINMENT_TABLE_ARRAYS = tuple(f"containment_{name}" for name in _TABLE_ARRAYS)
 
 
 @dataclass(frozen=True)
@@ -189,7 +188,7 @@ def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], lis
             # Later batches write into the newest generation's band tables in
             # place; everything else (older generations, the arenas' filled
             # rows) stays as it is, so only those tables need a copy.
-            in_place = generation is newest and name in _TABLE_ARRAYS + _CONTAINMENT_TABLE_ARRAYS
+            in_place = generation is newest and name in _TABLE_ARRAYS
             arrays.append((f"generation{i}.{name}", array.copy() if in_place else array))
         generations.append(
             {
@@ -218,12 +217,8 @@ def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
         arrays["shingle_ends"] = generation.shingles.ends.values
     if generation.fingerprints is not None:
         arrays["simhash_fingerprints"] = generation.fingerprints.values
-    if generation.containment is not None:
-        arrays["containment_sizes"] = generation.containment.sizes.values
-        arrays["containment_key_highs"] = generation.containment.key_highs.values
-        arrays["containment_docs"] = generation.containment.tables.docs
-        arrays["containment_fingerprints"] = generation.containment.tables.fingerprints
-        arrays["containment_entries"] = generation.containment.tables.entries
+    if generation.set_sizes is not None:
+        arrays["set_sizes"] = generation.set_sizes.values
     return arrays
 
 
@@ -239,7 +234,7 @@ def _restore_generation(
         meta["base_seq"],
         detector.exact,
         keep_fingerprints=config.uses_simhash,
-        containment_bands=detector.index.containment_bands,
+        keep_set_sizes=detector.index.keep_set_sizes,
     )
     generation.sketches = Arena.of(part("sketches"))
     generation.key_highs = Arena.of(part("key_highs"))
@@ -254,12 +249,8 @@ def _restore_generation(
         generation.shingles.ends = Arena.of(part("shingle_ends"))
     if generation.fingerprints is not None:
         generation.fingerprints = Arena.of(part("simhash_fingerprints"))
-    if generation.containment is not None:
-        generation.containment.sizes = Arena.of(part("containment_sizes"))
-        generation.containment.key_highs = Arena.of(part("containment_key_highs"))
-        generation.containment.tables.docs = part("containment_docs")
-        generation.containment.tables.fingerprints = part("containment_fingerprints")
-        generation.containment.tables.entries = part("containment_entries")
+    if generation.set_sizes is not None:
+        generation.set_sizes = Arena.of(part("set_sizes"))
     generation.first_event_time = _none_to(meta["first_event_time"], float("inf"))
     generation.last_event_time = _none_to(meta["last_event_time"], float("-inf"))
     return generation
@@ -288,8 +279,8 @@ def _verified_parts(source: Path, blob: bytes) -> tuple[dict[str, Any], memoryvi
 
 
 def _check_parameters(source: Path, stored: dict[str, Any], running: dict[str, Any]) -> None:
-    # The method first: under another method every other parameter differs too, and it says why.
-    names = dict.fromkeys(["method", *running, *stored])  # in order, each once
+    # The method and containment first: when they differ every other parameter does too, and they say why.
+    names = dict.fromkeys([*LEADING_SIGNATURE_PARAMETERS, *running, *stored])  # in order, each once
     for name in names:
         made_with = stored.get(name, IMPLIED_SIGNATURE_PARAMETERS.get(name))
         runs_with = running.get(name, IMPLIED_SIGNATURE_PARAMETERS.get(name))

@@ -23,8 +23,8 @@ Record value layout (no pickle)::
     header   UTF-8 JSON: digest, input topic, positions, final flag, array directory
     arrays   raw little-endian bytes, back to back: sketches, keys (shingle sets
              with exact verification, SimHash fingerprints with the methods
-             simhash and combined, set sizes and containment keys with
-             containment on), event times, sources, ids
+             simhash and combined, set sizes with containment on),
+             event times, sources, ids
 
 From the header length on, this is :mod:`stream_dedup.kafka.packed_arrays`.
 """
@@ -95,7 +95,8 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     if header["digest"] != digest:
         raise ChangelogError(
             "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
-            "banding, verification or SimHash weighting) than this run's; its signatures are not comparable. "
+            "banding, verification, SimHash weighting or containment) than this run's; its signatures are not "
+            "comparable. "
             "Run with the original settings, or point changelog_topic at a new topic (the index then starts empty)."
         )
     documents = IndexedBatch(texts_of(arrays, "id"), signed_batch(arrays), arrays["event_times"], arrays["sources"])
@@ -148,7 +149,7 @@ def _row_bytes(entry: ChangelogEntry) -> float:
     ids, signed = entry.documents.ids, entry.documents.signed
     per_row = signed.sketches.shape[1] + 4 * signed.keys.shape[1] + 8 + 8 + 8
     per_row += 8 if signed.fingerprints is not None else 0
-    per_row += 4 + 4 * signed.containment.keys.shape[1] if signed.containment is not None else 0
+    per_row += 4 if signed.set_sizes is not None else 0
     per_row += sum(len(i) for i in ids) / len(ids)
     if signed.shingles is not None:
         per_row += (signed.shingles.values.nbytes + signed.shingles.ends.nbytes) / len(ids)

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from stream_dedup.lsh.containment_tables import ContainmentSignature
 from stream_dedup.lsh.generation import SignedBatch
 from stream_dedup.text.shingle_sets import ShingleSets
 
@@ -58,7 +57,7 @@ def unpack(message: bytes | memoryview, offset: int = 0) -> tuple[dict[str, Any]
 
 
 def signed_arrays(signed: SignedBatch) -> list[tuple[str, np.ndarray]]:
-    """The arrays of a signed batch, little-endian; shingle sets, fingerprints and containment only when it has them."""
+    """The arrays of a signed batch, little-endian; shingle sets, fingerprints and set sizes only when it has them."""
     arrays: list[tuple[str, np.ndarray]] = [
         ("sketches", np.ascontiguousarray(signed.sketches, dtype=np.uint8)),
         ("keys", np.ascontiguousarray(signed.keys, dtype="<u4")),
@@ -70,21 +69,17 @@ def signed_arrays(signed: SignedBatch) -> list[tuple[str, np.ndarray]]:
         ]
     if signed.fingerprints is not None:
         arrays.append(("fingerprints", np.ascontiguousarray(signed.fingerprints, dtype="<u8")))
-    if signed.containment is not None:
-        arrays += [
-            ("set_sizes", np.ascontiguousarray(signed.containment.sizes, dtype="<u4")),
-            ("containment_keys", np.ascontiguousarray(signed.containment.keys, dtype="<u4")),
-        ]
+    if signed.set_sizes is not None:
+        arrays.append(("set_sizes", np.ascontiguousarray(signed.set_sizes, dtype="<u4")))
     return arrays
 
 
 def signed_batch(arrays: Mapping[str, np.ndarray]) -> SignedBatch:
     """The signed batch held by ``arrays`` (as :func:`signed_arrays` wrote them)."""
     shingles = ShingleSets(arrays["shingle_values"], arrays["shingle_ends"]) if "shingle_values" in arrays else None
-    containment = None
-    if "set_sizes" in arrays:
-        containment = ContainmentSignature(arrays["set_sizes"], arrays["containment_keys"])
-    return SignedBatch(arrays["sketches"], arrays["keys"], shingles, arrays.get("fingerprints"), containment)
+    return SignedBatch(
+        arrays["sketches"], arrays["keys"], shingles, arrays.get("fingerprints"), arrays.get("set_sizes")
+    )
 
 
 def blob_arrays(name: str, blobs: Sequence[bytes]) -> list[tuple[str, np.ndarray]]:

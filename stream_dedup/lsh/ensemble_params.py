@@ -14,9 +14,9 @@ VLDB 2016) partitions the indexed sets by size, so that for a query of size
 ``q`` each partition's size bound gives the lowest Jaccard a containment
 pair in it can have, and bands each partition for that threshold.
 
-**One stored banding, bands chosen per query and partition.** The
-reference implementations make that choice at query time among several
-stored bandings per partition (datasketch keeps one ``MinHashLSH`` per
+**One banding, bands chosen per query and partition.** The reference
+implementations make that choice at query time among several stored
+bandings per partition (datasketch keeps one ``MinHashLSH`` per
 rows-per-band value; its documentation puts the memory at ``m`` = 8 times a
 plain LSH index). Memory is this index's first constraint, so each document
 is stored under one banding of ``bands`` bands of ``rows_per_band`` rows:
@@ -29,12 +29,21 @@ the query's size take few bands, so yield few false candidates, and the
 farthest take them all. Partitions outside ``[q / max_ratio, q * max_ratio]``
 get none.
 
+**The near-duplicate search shares it.** A pair at Jaccard ``t`` (the
+near-duplicate threshold, 0.8) is far easier to find than the hardest
+containment pair, so the containment banding finds near-duplicates too: with
+containment on it is the index's only banding, and the plan also gives every
+partition where near-duplicates can be (sizes within ``1 / t`` of the
+query's) the bands that reach the near-duplicate ``min_recall`` at ``t``. A
+second banding for them would cost 12 bytes per document per band (16 bands
+at ``t = 0.8``: 190 bytes, measured) and find nothing more.
+
 **Logical partitions.** A document's partition follows from its stored set
 size, and all partitions share one table per band: a query probes each band
 once, and a match found through band ``k`` counts as a candidate only when
 the plan gives the match's partition more than ``k`` bands. That is the
 candidate set of separate tables per partition probed as planned, for one
-probe per band instead of one per band and partition (the plan probes about
+probe per band instead of one per band and partition (the plan spans about
 nine partitions at ``max_ratio = 2``).
 
 **Why a largest ratio.** The containment estimate
@@ -60,7 +69,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
-from stream_dedup.lsh.params import BandParameters, choose_bands
+from stream_dedup.lsh.params import BandParameters, steepest_banding
 
 #: Size partitions per doubling of the set size: part of the index format, never change it.
 PARTITIONS_PER_DOUBLING = 4
@@ -166,13 +175,21 @@ class PartitionProbe:
 
 @dataclass(frozen=True)
 class EnsembleParameters:
-    """Containment search parameters: threshold, largest size ratio, stored banding and partitions.
+    """Containment search parameters: threshold, largest size ratio, the banding, recall targets, partitions.
+
+    With containment on, the index is banded once, for containment, and the
+    Jaccard search takes its candidates from the same bands: the probe plan
+    also gives every partition holding sizes within ``1 / jaccard_threshold``
+    of the query's (where near-duplicates can be) the bands that reach
+    ``jaccard_recall`` at ``jaccard_threshold``.
 
     Attributes:
         threshold: containment at least this is reported (0 < c < 1).
         max_ratio: pairs whose set sizes differ by a larger factor are not judged (>= 1).
-        banding: the banding every document is stored with, in its partition.
-        min_recall: candidate probability a probe plans for at each pair's lowest implied Jaccard.
+        banding: the banding every document is stored with.
+        min_recall: candidate probability a probe plans for at each containment pair's lowest implied Jaccard.
+        jaccard_threshold: the near-duplicate threshold the same bands serve.
+        jaccard_recall: candidate probability planned for at ``jaccard_threshold``.
         partitions: the size partitions.
     """
 
@@ -180,65 +197,80 @@ class EnsembleParameters:
     max_ratio: float
     banding: BandParameters
     min_recall: float
+    jaccard_threshold: float
+    jaccard_recall: float
     partitions: SizePartitions = SizePartitions()
 
     @property
     def lowest_jaccard(self) -> float:
-        """Jaccard of the hardest pair judged: containment at the threshold, sizes ``max_ratio`` apart."""
+        """Jaccard of the hardest containment pair judged: at the threshold, sizes ``max_ratio`` apart."""
         return float(implied_jaccard(self.threshold, 1.0, self.max_ratio))
 
     def judged(self, sizes: npt.ArrayLike, other_sizes: npt.ArrayLike) -> npt.NDArray[np.bool_]:
-        """Whether pairs of these sizes are close enough in size to be judged."""
+        """Whether pairs of these sizes are close enough in size to be judged for containment."""
         a, b = np.asarray(sizes, dtype=np.float64), np.asarray(other_sizes, dtype=np.float64)
         return np.asarray(np.maximum(a, b) <= self.max_ratio * np.minimum(a, b))
 
-    def bands_for(self, jaccard: npt.ArrayLike) -> IntArray:
-        """Fewest stored bands whose candidate probability at ``jaccard`` is ``>= min_recall`` (at most all)."""
+    def bands_for(self, jaccard: npt.ArrayLike, recall: float) -> IntArray:
+        """Fewest stored bands whose candidate probability at ``jaccard`` is ``>= recall`` (at most all)."""
         band_probability = np.asarray(jaccard, dtype=np.float64) ** self.banding.rows_per_band
         with np.errstate(divide="ignore"):
-            needed = np.log1p(-self.min_recall) / np.log1p(-np.minimum(band_probability, 1.0 - 1e-12))
+            needed = np.log1p(-recall) / np.log1p(-np.minimum(band_probability, 1.0 - 1e-12))
         bands: IntArray = np.clip(np.ceil(needed - 1e-9), 1, self.banding.bands).astype(np.intp)
         return bands
 
     def probe_bands(self, query_sizes: npt.ArrayLike) -> ProbePlan:
-        """The partitions each query probes and the bands it probes them with.
+        """The partitions each query probes and the bands through which a match in each counts.
 
         A partition is probed when it can hold a size within ``max_ratio`` of
-        the query's (bounds widened by one, so that rounding never leaves a
-        judged pair out); the bands are planned for the lowest Jaccard a pair
-        at the threshold can have with a size in the partition's judged part
-        (the implied Jaccard falls as the sizes move apart, so it is lowest
-        at one of the two ends).
+        the query's, or within ``1 / jaccard_threshold`` (bounds widened by
+        one, so that rounding never leaves a pair out). Its bands are the most
+        of: those planned for the lowest Jaccard a containment pair at the
+        threshold can have with a size in the partition (the implied Jaccard
+        falls as the sizes move apart, so it is lowest at one of the two ends),
+        and, where near-duplicates can be, those planned for ``jaccard_threshold``.
         """
-        first, jaccard = self._lowest_jaccard(np.asarray(query_sizes, dtype=np.float64))
-        return ProbePlan(first, np.where(jaccard > 0, self.bands_for(jaccard), 0))
+        first, lowest, near = self._plan(np.asarray(query_sizes, dtype=np.float64))
+        containment = np.where(lowest > 0, self.bands_for(lowest, self.min_recall), 0)
+        duplicates = np.where(near, self.bands_for(self.jaccard_threshold, self.jaccard_recall), 0)
+        return ProbePlan(first, np.maximum(containment, duplicates))
 
     def partition_plan(self, query_size: int) -> list[PartitionProbe]:
-        """What a query of ``query_size`` shingles does in each partition it probes (``params`` shows it)."""
-        first, jaccard = self._lowest_jaccard(np.array([float(query_size)]))
-        plan = []
-        for offset, lowest in enumerate(jaccard[0].tolist()):
-            if lowest > 0:
-                bands = int(self.bands_for(lowest))
-                recall = float(BandParameters(bands, self.banding.rows_per_band).collision_probability(lowest))
-                plan.append(PartitionProbe(*self.partitions.bounds(int(first[0]) + offset), bands, lowest, recall))
-        return plan
+        """What a query of ``query_size`` shingles does in each partition it judges for containment (``params``)."""
+        plan = self.probe_bands([query_size])
+        _, lowest, _ = self._plan(np.array([float(query_size)]))
+        probes = []
+        for offset, (jaccard, bands) in enumerate(zip(lowest[0].tolist(), plan.bands[0].tolist(), strict=True)):
+            if jaccard > 0:
+                recall = float(BandParameters(bands, self.banding.rows_per_band).collision_probability(jaccard))
+                probes.append(
+                    PartitionProbe(*self.partitions.bounds(int(plan.first[0]) + offset), bands, jaccard, recall)
+                )
+        return probes
 
-    def _lowest_jaccard(self, q: npt.NDArray[np.float64]) -> tuple[IntArray, npt.NDArray[np.float64]]:
-        """Each query's first partition probed, and the lowest implied Jaccard in it and the next ones (0: none)."""
+    def _plan(self, q: npt.NDArray[np.float64]) -> tuple[IntArray, npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+        """Each query's first partition probed; in it and the next ones, the lowest implied Jaccard of a
+        containment pair (0: none judged there) and whether near-duplicates can be there."""
         lower = self.partitions.lower
-        low = np.maximum(np.floor(q / self.max_ratio), 1.0)
-        high = np.minimum(np.ceil(q * self.max_ratio), float(lower[-1] - 1))
-        first = self.partitions.of(low)
-        span = self.partitions.of(high) - first + 1
+        largest_size = float(lower[-1] - 1)
+        reach = max(self.max_ratio, 1.0 / self.jaccard_threshold)
+        first = self.partitions.of(np.maximum(np.floor(q / reach), 1.0))
+        span = self.partitions.of(np.minimum(np.ceil(q * reach), largest_size)) - first + 1
         offsets = np.arange(int(span.max()) if q.size else 0)
-        partitions = first[:, None] + offsets[None, :]
+        partitions = np.minimum(first[:, None] + offsets[None, :], self.partitions.count - 1)
         probed = offsets[None, :] < span[:, None]
-        partitions[~probed] = first[np.nonzero(~probed)[0]]  # any valid partition: not probed anyway
-        smallest = np.maximum(lower[partitions], low[:, None])
-        largest = np.minimum(lower[partitions + 1] - 1, high[:, None])
-        jaccard = np.minimum(self._implied(q[:, None], smallest), self._implied(q[:, None], largest))
-        return first, np.where(probed, jaccard, 0.0)
+        smallest, largest = lower[partitions], lower[partitions + 1] - 1
+        low = np.maximum(np.floor(q / self.max_ratio), 1.0)[:, None]
+        high = np.minimum(np.ceil(q * self.max_ratio), largest_size)[:, None]
+        judged = probed & (smallest <= high) & (largest >= low)
+        ends = (
+            self._implied(q[:, None], np.maximum(smallest, low)),
+            self._implied(q[:, None], np.minimum(largest, high)),
+        )
+        lowest = np.where(judged, np.minimum(*ends), 0.0)
+        t = self.jaccard_threshold
+        near = probed & (smallest <= np.ceil(q / t)[:, None]) & (largest >= np.floor(q * t)[:, None])
+        return first, lowest, near
 
     def recall_at(self, ratio: float) -> float:
         """Candidate probability of a pair at the threshold whose sizes differ by ``ratio`` (all bands)."""
@@ -261,9 +293,11 @@ def choose_ensemble(
     max_ratio: float,
     num_perm: int,
     min_recall: float,
+    jaccard: tuple[float, float],
     banding: BandParameters | None = None,
 ) -> EnsembleParameters:
-    """Parameters for ``threshold``: ``banding``, or the steepest reaching ``min_recall`` at the hardest pair.
+    """Parameters for ``threshold``: ``banding``, or the steepest reaching ``min_recall`` at the hardest
+    containment pair and ``jaccard = (threshold, recall)`` of the near-duplicate search it also serves.
 
     Errors name the containment settings (``containment_*``).
     """
@@ -272,13 +306,12 @@ def choose_ensemble(
     check_containment_settings(max_ratio, min_recall)
     if banding is None:
         lowest = float(implied_jaccard(threshold, 1.0, max_ratio))
-        try:
-            banding = choose_bands(lowest, num_perm, min_recall)
-        except ConfigError as error:
+        banding = steepest_banding([(lowest, min_recall), jaccard], num_perm)
+        if banding is None:
             raise ConfigError(
                 "containment_max_ratio",
                 f"{num_perm} permutations cannot reach recall {min_recall} at containment {threshold} for sizes "
                 f"{max_ratio}x apart (Jaccard {lowest:.3f}); lower containment_max_ratio or containment_min_recall, "
                 "or set containment_bands and containment_rows_per_band",
-            ) from error
-    return EnsembleParameters(float(threshold), float(max_ratio), banding, float(min_recall))
+            )
+    return EnsembleParameters(float(threshold), float(max_ratio), banding, float(min_recall), *jaccard)

@@ -7,8 +7,8 @@ costs nothing per document and never touches the open-addressing tables
 sketch, the high halves of its index keys (for growing the tables), its
 source and its id (bytes in one arena plus end offsets), and its band tables
 (and, for exact verification, its distinct shingles; for the combined
-method, its SimHash fingerprint; with containment on, its set size and
-containment tables, ``lsh.containment_tables``); its documents are
+method, its SimHash fingerprint; with containment on, its set size); its
+documents are
 numbered ``0..count-1`` locally and ``base_seq + local`` globally.
 """
 
@@ -21,7 +21,6 @@ import numpy.typing as npt
 from stream_dedup.lsh.arena import Arena, IdArena
 from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import BandTables
-from stream_dedup.lsh.containment_tables import ContainmentEntries, ContainmentSignature, ContainmentTables
 from stream_dedup.text.shingle_sets import ShingleSets
 
 #: ``sources`` value of a document whose record cannot be pointed at.
@@ -41,15 +40,15 @@ class SignedBatch:
         shingles: distinct shingle sets, only when verification is exact.
         fingerprints: 64-bit SimHash fingerprints ``(n,)``, only for the
             ``simhash`` and ``combined`` methods.
-        containment: set sizes and containment band keys, only with
-            containment on.
+        set_sizes: distinct shingles of each document ``(n,)`` uint32, only
+            with containment on.
     """
 
     sketches: npt.NDArray[np.uint8]
     keys: KeyArray
     shingles: ShingleSets | None = None
     fingerprints: npt.NDArray[np.uint64] | None = None
-    containment: ContainmentSignature | None = None
+    set_sizes: npt.NDArray[np.uint32] | None = None
 
     def __len__(self) -> int:
         return int(self.sketches.shape[0])
@@ -61,7 +60,7 @@ class SignedBatch:
             self.keys[start:stop],
             self.shingles.take(np.arange(start, stop)) if self.shingles is not None else None,
             self.fingerprints[start:stop] if self.fingerprints is not None else None,
-            self.containment.rows(start, stop) if self.containment is not None else None,
+            self.set_sizes[start:stop] if self.set_sizes is not None else None,
         )
 
     @classmethod
@@ -69,13 +68,13 @@ class SignedBatch:
         """The batches one after the other (all signed under the same settings)."""
         shingles = [p.shingles for p in parts if p.shingles is not None]
         fingerprints = [p.fingerprints for p in parts if p.fingerprints is not None]
-        containment = [p.containment for p in parts if p.containment is not None]
+        set_sizes = [p.set_sizes for p in parts if p.set_sizes is not None]
         return cls(
             np.concatenate([p.sketches for p in parts]),
             np.concatenate([p.keys for p in parts]),
             ShingleSets.concat(shingles) if shingles else None,
             np.concatenate(fingerprints) if fingerprints else None,
-            ContainmentSignature.concat(containment) if containment else None,
+            np.concatenate(set_sizes) if set_sizes else None,
         )
 
 
@@ -111,10 +110,9 @@ class Generation:
         keep_shingles: bool = False,
         capacity: int | None = None,
         keep_fingerprints: bool = False,
-        containment_bands: int = 0,
+        keep_set_sizes: bool = False,
     ) -> None:
-        """A generation of ``tables`` band tables (bands and the content key), and as many
-        containment tables as ``containment_bands`` (none: containment off).
+        """A generation of ``tables`` band tables (bands and the content key).
 
         ``capacity``, when known (retention sets it), sizes the storage up front so it never grows.
         """
@@ -126,7 +124,7 @@ class Generation:
         self.tables = BandTables.for_documents(tables, capacity) if capacity else BandTables(tables)
         self.shingles = ShingleArena() if keep_shingles else None
         self.fingerprints = Arena((), np.uint64, capacity or 0) if keep_fingerprints else None
-        self.containment = ContainmentTables(containment_bands, capacity) if containment_bands else None
+        self.set_sizes = Arena((), np.uint32, capacity or 0) if keep_set_sizes else None
         self.first_event_time = float("inf")
         self.last_event_time = float("-inf")
 
@@ -138,14 +136,11 @@ class Generation:
         arenas = (self.sketches, self.key_highs, self.sources, self.ids)
         shingles = self.shingles.nbytes if self.shingles is not None else 0
         fingerprints = self.fingerprints.nbytes if self.fingerprints is not None else 0
-        containment = self.containment.nbytes if self.containment is not None else 0
-        return sum(a.nbytes for a in arenas) + self.tables.nbytes + shingles + fingerprints + containment
+        set_sizes = self.set_sizes.nbytes if self.set_sizes is not None else 0
+        return sum(a.nbytes for a in arenas) + self.tables.nbytes + shingles + fingerprints + set_sizes
 
-    def add(
-        self, batch: IndexedBatch, admit: npt.NDArray[np.bool_], containment: ContainmentEntries | None = None
-    ) -> None:
-        """Store documents and enter them in the tables where ``admit[row, table]`` is true
-        (and in the containment tables as ``containment`` says, when this generation has them)."""
+    def add(self, batch: IndexedBatch, admit: npt.NDArray[np.bool_]) -> None:
+        """Store documents and enter them in the tables where ``admit[row, table]`` is true."""
         first_local = len(self)
         signed = batch.signed
         self.sketches.extend(signed.sketches)
@@ -160,10 +155,10 @@ class Generation:
             if signed.fingerprints is None:
                 raise ValueError("this index keeps SimHash fingerprints (method combined): the batch must carry them")
             self.fingerprints.extend(signed.fingerprints)
-        if self.containment is not None:
-            if containment is None:
-                raise ValueError("this index keeps containment tables: the batch must come with their entries")
-            self.containment.add(containment)
+        if self.set_sizes is not None:
+            if signed.set_sizes is None:
+                raise ValueError("this index keeps set sizes (containment on): the batch must carry them")
+            self.set_sizes.extend(signed.set_sizes)
         entries = np.flatnonzero(admit)  # a 2-D np.nonzero costs ten times a flat one
         rows, tables = np.divmod(entries, admit.shape[1])
         self.tables.insert(tables, signed.keys.reshape(-1)[entries], rows + first_local, lambda: self.key_highs.values)

@@ -34,7 +34,6 @@ from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
 from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import IntArray
-from stream_dedup.lsh.containment_tables import ContainmentEntries
 from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
 from stream_dedup.lsh.retention import GenerationList, Retention
@@ -51,11 +50,13 @@ class Lookup:
         seqs: global sequence number of the stored document of each pair.
         newest_counts: ``(n, bands + 1)`` documents found under each row's
             keys in the newest generation (what the hot-bucket cap counts).
+        tables: the table (band, or ``bands`` for the content key) each pair was found in.
     """
 
     rows: IntArray
     seqs: npt.NDArray[np.int64]
     newest_counts: npt.NDArray[np.int64]
+    tables: IntArray
 
 
 class BandIndex:
@@ -69,10 +70,10 @@ class BandIndex:
         retention: Retention | None = None,
         keep_shingles: bool = False,
         keep_fingerprints: bool = False,
-        containment_bands: int = 0,
+        keep_set_sizes: bool = False,
     ) -> None:
-        """``keep_shingles`` (exact verification) and ``keep_fingerprints`` (the combined method) store those
-        too, and ``containment_bands`` (containment on) set sizes and that many containment tables."""
+        """``keep_shingles`` (exact verification), ``keep_fingerprints`` (the combined method) and
+        ``keep_set_sizes`` (containment) store those too."""
         if max_bucket_size < 1:
             raise ConfigError("max_bucket_size", f"must be at least 1, got {max_bucket_size}")
         self.sketch_bytes = sketch_bits // 8
@@ -80,7 +81,7 @@ class BandIndex:
         self.max_bucket_size = max_bucket_size
         self.keep_shingles = keep_shingles
         self.keep_fingerprints = keep_fingerprints
-        self.containment_bands = containment_bands
+        self.keep_set_sizes = keep_set_sizes
         self.history = GenerationList(retention or Retention(), self._new_generation)
         self.hot_bucket_skips = 0
 
@@ -113,14 +114,18 @@ class BandIndex:
         flat_keys = keys.ravel()
         rows: list[IntArray] = []
         seqs: list[npt.NDArray[np.int64]] = []
+        tables: list[IntArray] = []
         newest_counts = np.zeros(n * bands, dtype=np.int64)
         for generation in self.generations:
             query, local = generation.tables.lookup(query_band, flat_keys)
             rows.append(query // bands)
             seqs.append(local.astype(np.int64) + generation.base_seq)
+            tables.append(query % bands)
             if generation is self.generations[-1]:
                 newest_counts = np.bincount(query, minlength=n * bands)
-        return Lookup(np.concatenate(rows), np.concatenate(seqs), newest_counts.reshape(n, bands))
+        return Lookup(
+            np.concatenate(rows), np.concatenate(seqs), newest_counts.reshape(n, bands), np.concatenate(tables)
+        )
 
     def sketches_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
         """One-bit sketches of stored documents by sequence number."""
@@ -135,6 +140,12 @@ class BandIndex:
         if not self.keep_fingerprints:
             raise ValueError("this index keeps no SimHash fingerprints (the method is not combined)")
         return self.history.gather(seqs, lambda g: cast(Arena, g.fingerprints).values)
+
+    def set_sizes_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint32]:
+        """Set sizes of stored documents by sequence number (containment only)."""
+        if not self.keep_set_sizes:
+            raise ValueError("this index keeps no set sizes (containment is off)")
+        return self.history.gather(seqs, lambda g: cast(Arena, g.set_sizes).values, (), np.uint32)
 
     def shingle_sets_of(self, seqs: npt.NDArray[np.int64]) -> ShingleSets:
         """Shingle sets of stored documents by sequence number (exact verification only)."""
@@ -156,24 +167,16 @@ class BandIndex:
                 ids[position] = doc_id
         return ids
 
-    def add(
-        self,
-        batch: IndexedBatch,
-        earlier_counts: npt.NDArray[np.int64],
-        containment: ContainmentEntries | None = None,
-    ) -> None:
+    def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
         ``earlier_counts[row, table]`` is how many documents already sit under
         that key in the newest generation plus how many earlier rows of the
         batch share it: a row is entered in a table only below the cap.
-        ``containment`` holds the batch's containment entries (containment on).
         """
         admit = earlier_counts < self.max_bucket_size
         self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
-        if containment is not None:
-            self.hot_bucket_skips += int(containment.admit.size - np.count_nonzero(containment.admit))
-        self.generations[-1].add(batch, admit, containment)
+        self.generations[-1].add(batch, admit)
         self.history.note_event_times(batch.event_times)
         self.history.apply_retention()
 
@@ -185,7 +188,7 @@ class BandIndex:
             self.keep_shingles,
             capacity,
             self.keep_fingerprints,
-            self.containment_bands,
+            self.keep_set_sizes,
         )
 
     def _locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[Generation, IntArray, IntArray]]:

@@ -18,6 +18,7 @@ We pick ``b=16, r=6``: ``P(0.8) = 0.992``, and ``P(0.85) = 0.9995``.
 """
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,18 +72,32 @@ def choose_bands(threshold: float, num_perm: int, min_recall: float = 0.99) -> B
         raise ConfigError("threshold", f"must be strictly between 0 and 1, got {threshold!r}")
     if not 0.0 < min_recall < 1.0:
         raise ConfigError("min_recall", f"must be strictly between 0 and 1, got {min_recall!r}")
-    for rows in range(num_perm, 0, -1):
-        band_probability = threshold**rows
-        if band_probability * num_perm < min_recall:
-            continue  # even num_perm bands of this width fall short (or t**r underflows)
-        # Solve 1 - (1 - t**r)**b >= min_recall for b, then step up past rounding.
-        bands = max(1, math.ceil(math.log1p(-min_recall) / math.log1p(-band_probability)) - 1)
-        while bands * rows <= num_perm and BandParameters(bands, rows).collision_probability(threshold) < min_recall:
-            bands += 1
-        if bands * rows <= num_perm:
-            return BandParameters(bands, rows)
+    banding = steepest_banding([(threshold, min_recall)], num_perm)
+    if banding is not None:
+        return banding
     raise ConfigError(
         "num_perm",
         f"{num_perm} permutations cannot reach recall {min_recall} at threshold {threshold}; "
         "use more permutations or a higher threshold",
     )
+
+
+def steepest_banding(targets: Sequence[tuple[float, float]], num_perm: int) -> BandParameters | None:
+    """The largest ``r``, and for it the fewest bands, whose candidate probability at each
+    ``(similarity, recall)`` of ``targets`` reaches that recall with at most ``num_perm`` slots; ``None`` if none.
+    """
+    for rows in range(num_perm, 0, -1):
+        bands = 1
+        for similarity, recall in targets:
+            band_probability = similarity**rows
+            if band_probability * num_perm < recall:
+                break  # even num_perm bands of this width fall short (or s**r underflows)
+            # Solve 1 - (1 - s**r)**b >= recall for b, then step up past rounding.
+            needed = max(1, math.ceil(math.log1p(-recall) / math.log1p(-band_probability)) - 1)
+            while needed * rows <= num_perm and BandParameters(needed, rows).collision_probability(similarity) < recall:
+                needed += 1
+            bands = max(bands, needed)
+        else:
+            if bands * rows <= num_perm:
+                return BandParameters(bands, rows)
+    return None

@@ -130,15 +130,20 @@ def test_an_empty_batch_is_a_no_op() -> None:
     assert len(detector) == 1
 
 
-def test_memory_per_document_stays_within_budget() -> None:
-    detector = Detector(DetectionConfig())
+@pytest.mark.parametrize(
+    "config", [DetectionConfig(), DetectionConfig(containment_threshold=0.8)], ids=["default", "containment"]
+)
+def test_memory_per_document_stays_within_budget(config: DetectionConfig) -> None:
+    detector = Detector(config)
     rng = np.random.default_rng(0)
     tables = detector.banding.bands + 1
+    containment = config.containment_threshold is not None
     for start in range(0, 200_000, 20_000):
         ids = [f"doc-{i}" for i in range(start, start + 20_000)]
         signed = SignedBatch(
             rng.integers(0, 256, (20_000, 128), dtype=np.uint8),
             rng.integers(0, 2**32, (20_000, tables), dtype=np.uint32) | np.uint32(1),
+            set_sizes=rng.integers(100, 2_000, 20_000).astype(np.uint32) if containment else None,
         )
         sources = np.arange(start, start + 20_000, dtype=np.uint64)
         detector.process_signed(IndexedBatch(ids, signed, np.zeros(20_000), sources))

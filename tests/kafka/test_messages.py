@@ -99,7 +99,7 @@ def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
 
 
 _nested = st.tuples(
-    st.integers(0, 130), st.sampled_from(["[", "{\"a\": "]), st.text(alphabet='[]{}"\\ a', max_size=80)
+    st.integers(0, 130), st.sampled_from(["[", '{"a": ']), st.text(alphabet='[]{}"\\ a', max_size=80)
 ).map(lambda args: args[1] * args[0] + json.dumps(args[2]) + ("]" if args[1] == "[" else "}") * args[0])
 
 

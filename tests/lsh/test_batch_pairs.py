@@ -1,11 +1,11 @@
-"""The containment search's in-batch candidate pairs, against brute force."""
+"""In-batch pairs with the table they share a key in, against brute force."""
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from stream_dedup.lsh.containment_index import earlier_rows_sharing_keys
+from stream_dedup.lsh.batch_pairs import earlier_rows_sharing_keys
 
 
 @settings(max_examples=100, deadline=None)
