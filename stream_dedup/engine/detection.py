@@ -129,13 +129,21 @@ class DuplicateDetector(ABC):
         return self.process_signed(IndexedBatch(list(ids), self.sign(texts, normalized), times, pointers))
 
 
-def verdicts_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments, first_seq: int) -> list[Verdict]:
-    """One verdict per row of ``batch``; matches ``>= first_seq`` are earlier rows of the batch itself.
+@dataclass(frozen=True)
+class Matches:
+    """The rows of a batch that have a best match, and that match's id and source, row by row."""
 
-    The ids and sources of stored matches are fetched in one call each.
+    rows: npt.NDArray[np.intp]
+    ids: list[str]
+    sources: npt.NDArray[np.uint64]
+
+
+def matches_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments, first_seq: int) -> Matches:
+    """Who each row's best match is; matches ``>= first_seq`` are earlier rows of the batch itself.
+
+    The ids and sources of stored matches are fetched in one call each, so
+    this must run before the batch's insert (retention may then evict them).
     """
-    ids = batch.ids
-    verdicts = [Verdict(doc_id, "unique") for doc_id in ids]
     rows = np.flatnonzero(best.seqs >= 0)
     seqs = best.seqs[rows]
     in_batch = seqs >= first_seq
@@ -143,17 +151,23 @@ def verdicts_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments,
     sources = np.empty(seqs.size, dtype=np.uint64)
     sources[in_batch] = batch.sources[seqs[in_batch] - first_seq]
     sources[~in_batch] = stored.sources_of(seqs[~in_batch])
+    ids = [
+        batch.ids[seq - first_seq] if batched else next(stored_ids)
+        for seq, batched in zip(seqs.tolist(), in_batch.tolist(), strict=True)
+    ]
+    return Matches(rows, ids, sources)
+
+
+def verdicts_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments, first_seq: int) -> list[Verdict]:
+    """One verdict per row of ``batch``; matches ``>= first_seq`` are earlier rows of the batch itself."""
+    ids = batch.ids
+    verdicts = [Verdict(doc_id, "unique") for doc_id in ids]
+    matches = matches_of(batch, best, stored, first_seq)
+    rows = matches.rows
     distances = best.distances[rows].tolist() if best.distances is not None else [None] * rows.size
-    for row, seq, score, batched, source, distance in zip(
-        rows.tolist(),
-        seqs.tolist(),
-        best.similarity[rows].tolist(),
-        in_batch.tolist(),
-        sources.tolist(),
-        distances,
-        strict=True,
+    for row, match, score, source, distance in zip(
+        rows.tolist(), matches.ids, best.similarity[rows].tolist(), matches.sources.tolist(), distances, strict=True
     ):
-        match = ids[seq - first_seq] if batched else next(stored_ids)
         matched_source = None if source == NO_SOURCE else source
         verdicts[row] = Verdict(ids[row], "duplicate", match, round(score, 4), matched_source, distance)
     return verdicts

@@ -28,6 +28,7 @@ full 32-bit values make the band keys.
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -50,6 +51,25 @@ _SEQ_BITS = 40
 _PAIRS_PER_ROUND = 1 << 14
 #: Standard errors below the threshold under which an estimate rules a pair out of exact verification.
 _EXACT_MARGIN_ERRORS = 6.0
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What probing a batch found, before anything of it is indexed.
+
+    Attributes:
+        best: each row's best match: a stored document's sequence number
+            (below ``first_seq``), ``first_seq + row`` for an earlier row of
+            the batch, or -1.
+        first_seq: the sequence number the batch's first row gets if it is inserted next.
+        counts: ``(n, bands + 1)`` documents already under each row's keys
+            (newest generation and earlier rows of the batch): what the
+            hot-bucket cap compares with ``max_bucket_size``.
+    """
+
+    best: BestMatches
+    first_seq: int
+    counts: npt.NDArray[np.int64]
 
 
 def make_detector(config: DetectionConfig) -> DuplicateDetector:
@@ -118,6 +138,20 @@ class Detector(DuplicateDetector):
 
         With exact verification, the batch must carry its shingle sets.
         """
+        probe = self.probe(batch)
+        verdicts = verdicts_of(batch, probe.best, self.index, probe.first_seq)
+        self.insert(batch, probe.counts)
+        self.stats.documents += len(batch.ids)
+        self.stats.duplicates += int(np.count_nonzero(probe.best.seqs >= 0))
+        return verdicts
+
+    def probe(self, batch: IndexedBatch, earlier: npt.NDArray[np.bool_] | None = None) -> Probe:
+        """Each row's best verified match among the stored documents and the earlier rows of the batch.
+
+        ``earlier`` (a mask over the batch's rows) keeps only the earlier rows
+        it marks as possible matches: a shard's own rows, the others being
+        some other shard's to answer for. Changes nothing in the index.
+        """
         if self.exact and batch.signed.shingles is None:
             raise ValueError("exact verification needs the batch's shingle sets")
         if self.simhasher is not None and batch.signed.fingerprints is None:
@@ -125,15 +159,18 @@ class Detector(DuplicateDetector):
         keys = batch.signed.keys
         lookup = self.index.lookup(keys)
         batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
+        if earlier is not None:
+            kept = earlier[earlier_rows]
+            batch_rows, earlier_rows = batch_rows[kept], earlier_rows[kept]
         first_seq = self.index.next_seq
         rows = np.concatenate((lookup.rows, batch_rows))
         seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
         best = self._verify(batch.signed, rows, seqs, first_seq)
-        verdicts = verdicts_of(batch, best, self.index, first_seq)
-        self.index.add(batch, lookup.newest_counts + ranks)
-        self.stats.documents += len(batch.ids)
-        self.stats.duplicates += int(np.count_nonzero(best.seqs >= 0))
-        return verdicts
+        return Probe(best, first_seq, lookup.newest_counts + ranks)
+
+    def insert(self, batch: IndexedBatch, counts: npt.NDArray[np.int64]) -> None:
+        """Index ``batch`` (sequence numbers ``index.next_seq`` onwards), its rows' :attr:`Probe.counts` given."""
+        self.index.add(batch, counts)
 
     def _verify(
         self,

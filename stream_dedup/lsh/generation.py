@@ -58,6 +58,15 @@ class SignedBatch:
             self.fingerprints[start:stop] if self.fingerprints is not None else None,
         )
 
+    def take(self, rows: npt.NDArray[np.intp]) -> "SignedBatch":
+        """The given rows of every part, in the order given."""
+        return SignedBatch(
+            self.sketches[rows],
+            self.keys[rows],
+            self.shingles.take(rows) if self.shingles is not None else None,
+            self.fingerprints[rows] if self.fingerprints is not None else None,
+        )
+
     @classmethod
     def concat(cls, parts: Sequence["SignedBatch"]) -> "SignedBatch":
         """The batches one after the other (all signed under the same settings)."""
@@ -90,6 +99,12 @@ class IndexedBatch:
     signed: SignedBatch
     event_times: npt.NDArray[np.float64]
     sources: npt.NDArray[np.uint64]
+
+    def take(self, rows: npt.NDArray[np.intp]) -> "IndexedBatch":
+        """The given rows, in the order given (a shard's own documents of a batch)."""
+        return IndexedBatch(
+            [self.ids[row] for row in rows.tolist()], self.signed.take(rows), self.event_times[rows], self.sources[rows]
+        )
 
 
 class Generation:
