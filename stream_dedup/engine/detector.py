@@ -39,7 +39,8 @@ from stream_dedup.engine.simhash_detector import SimHashDetector
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import index_keys
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
-from stream_dedup.lsh.index import BandIndex, pairs_within_batch
+from stream_dedup.lsh.index import BandIndex, pairs_within_batch, ranks_within_batch
+from stream_dedup.lsh.retention import Retention
 from stream_dedup.sketch.bit_sketch import bit_agreements, coarsen, estimate_similarity, one_bit_sketches
 from stream_dedup.sketch.simhash import hamming_distance
 from stream_dedup.text import normalize_all
@@ -77,6 +78,19 @@ def make_detector(config: DetectionConfig) -> DuplicateDetector:
     return SimHashDetector(config) if config.method == "simhash" else Detector(config)
 
 
+def band_index(config: DetectionConfig, retention: Retention | None = None) -> BandIndex:
+    """An empty index for ``config`` (methods minhash and combined); ``retention`` replaces the config's."""
+    return BandIndex(
+        config.sketch_bits,
+        config.banding(),
+        config.max_bucket_size,
+        config.retention() if retention is None else retention,
+        keep_shingles=config.verification == "exact",
+        keep_fingerprints=config.uses_simhash,
+        slots=config.index_slots,
+    )
+
+
 class Detector(DuplicateDetector):
     """Streaming near-duplicate detector over a banded LSH index (methods ``minhash`` and ``combined``).
 
@@ -96,14 +110,7 @@ class Detector(DuplicateDetector):
         self.simhasher = config.simhasher() if config.uses_simhash else None
         self.banding = config.banding()
         self.exact = config.verification == "exact"
-        self.index = index or BandIndex(
-            config.sketch_bits,
-            self.banding,
-            config.max_bucket_size,
-            config.retention(),
-            keep_shingles=self.exact,
-            keep_fingerprints=config.uses_simhash,
-        )
+        self.index = band_index(config) if index is None else index
         self.stats = DetectorStats()
         self.last_batch_candidates = np.zeros(0, dtype=np.int64)
 
@@ -159,6 +166,8 @@ class Detector(DuplicateDetector):
         keys = batch.signed.keys
         lookup = self.index.lookup(keys)
         batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
+        if self.index.slots > 1:
+            ranks = ranks_within_batch(keys, self.index.slots)
         if earlier is not None:
             kept = earlier[earlier_rows]
             batch_rows, earlier_rows = batch_rows[kept], earlier_rows[kept]

@@ -22,10 +22,17 @@ checks), because:
 - similarities travel unrounded, so no rounding makes a tie that one index
   would not see.
 
-Ownership follows the content key (``lsh.band_keys``): all exact copies of a
-text live on one shard, where the content table finds them as in one index.
-What this does not make equal yet, the hot-bucket cap and retention (each
-shard counts its own documents), is described in ``docs/scale-out.md``.
+Ownership follows the content key (``lsh.band_keys.content_slots``): all
+exact copies of a text live on one shard, where the content table finds them
+as in one index. The two things a shard would otherwise count on its own
+documents only are counted as one index counts them:
+
+- the hot-bucket cap is counted per content slot (``index_slots``, which the
+  number of shards must divide), so each slot, living whole on one shard, is
+  capped exactly as in one index;
+- retention is decided on the whole stream: a shard measures every batch
+  (:class:`~stream_dedup.lsh.retention.Stretch`), owned or not, and seals
+  and evicts its own generations at the same batches as one index.
 """
 
 from collections.abc import Sequence
@@ -36,17 +43,16 @@ import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import matches_of
-from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.detector import Detector, band_index
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
-from stream_dedup.lsh.band_keys import KeyArray
+from stream_dedup.lsh.band_keys import KeyArray, content_slots
 from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch
+from stream_dedup.lsh.retention import GenerationList, Retention, Stretch
 
 #: Bits of the row in a sequence key (a batch holds at most 100,000 documents).
 ROW_BITS = 20
-#: Bits of the content key that choose a document's shard (its high half, which the index stores).
-_OWNER_SHIFT = np.uint32(16)
 
 SequenceKeys = npt.NDArray[np.int64]
 
@@ -59,8 +65,13 @@ def sequence_keys(offset: int, rows: int) -> SequenceKeys:
 
 
 def shard_of(keys: KeyArray, shards: int) -> npt.NDArray[np.intp]:
-    """The shard owning each row, from the high half of its content key (the keys' last column)."""
-    return ((keys[:, -1] >> _OWNER_SHIFT) % np.uint32(shards)).astype(np.intp)
+    """The shard owning each row: its content slot among ``shards``.
+
+    With ``shards`` dividing ``index_slots``, a document's slot (its content
+    slot among ``index_slots``) determines its shard, so every slot lives
+    whole on one shard.
+    """
+    return content_slots(keys, shards)
 
 
 @dataclass(frozen=True)
@@ -104,9 +115,18 @@ class ShardDetector:
             raise ConfigError("shards", f"must be at least 1, got {shards}")
         if not 0 <= shard < shards:
             raise ConfigError("shard_index", f"must be from 0 to shards - 1 = {shards - 1}, got {shard}")
+        if config.index_slots % shards:
+            raise ConfigError(
+                "shards",
+                f"{shards} shards must divide index_slots={config.index_slots}, or the shards would count the "
+                "hot-bucket cap otherwise than one index: set index_slots to a multiple of every shard count "
+                "you may run (12 or 60, say) before the index is built",
+            )
         self.shard = shard
         self.shards = shards
-        self.detector = Detector(config)
+        # The index keeps no retention of its own: it follows the stream's, measured whole.
+        self.detector = Detector(config, band_index(config, Retention()))
+        self.stream = GenerationList(config.retention(), Stretch)
         #: Sequence keys of the stored documents, one arena per generation (by its base sequence number).
         self._keys: dict[int, Arena] = {}
 
@@ -145,20 +165,27 @@ class ShardDetector:
         rows = np.flatnonzero(owned)
         self._keys.setdefault(self.detector.index.generations[-1].base_seq, Arena((), np.int64)).extend(keys[rows])
         self.detector.insert(batch.take(rows), probe.counts[rows])
-        self._forget_evicted()
+        self._follow_retention(batch)
         return answer
+
+    def _follow_retention(self, batch: IndexedBatch) -> None:
+        """Seal and evict generations where one index of the whole stream would, after this batch."""
+        self.stream.newest.add(batch.ids, batch.event_times)
+        self.stream.note_event_times(batch.event_times)
+        history = self.detector.index.history
+        if self.stream.apply_retention() is not None:
+            history.seal()
+        while len(history.items) > len(self.stream.items):
+            history.evict_oldest()
+        kept = {generation.base_seq for generation in history.items}
+        for base in [base for base in self._keys if base not in kept]:
+            del self._keys[base]
 
     def _stored_keys(self, seqs: npt.NDArray[np.int64]) -> SequenceKeys:
         out = np.empty(seqs.size, dtype=np.int64)
         for generation, positions, local in self.detector.index.history.locate(seqs):
             out[positions] = self._keys[generation.base_seq].values[local]
         return out
-
-    def _forget_evicted(self) -> None:
-        """Drop the sequence keys of the generations retention evicted."""
-        kept = {generation.base_seq for generation in self.detector.index.generations}
-        for base in [base for base in self._keys if base not in kept]:
-            del self._keys[base]
 
 
 def merge_answers(keys: SequenceKeys, ids: Sequence[str], answers: Sequence[ShardAnswer]) -> list[Verdict]:

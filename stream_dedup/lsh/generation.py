@@ -138,6 +138,10 @@ class Generation:
         return len(self.sketches)
 
     @property
+    def ids_full(self) -> bool:
+        return self.ids.full
+
+    @property
     def nbytes(self) -> int:
         arenas = (self.sketches, self.key_highs, self.sources, self.ids)
         shingles = self.shingles.nbytes if self.shingles is not None else 0

@@ -12,7 +12,11 @@ At most ``max_bucket_size`` documents are entered under one key of one band
 per generation; later ones are not entered in that band (they stay in their
 other bands and are still found through the earliest ``max_bucket_size``
 ones, which is where a tie-break to the earliest match looks anyway). Such
-skips are counted in :attr:`BandIndex.hot_bucket_skips`.
+skips are counted in :attr:`BandIndex.hot_bucket_skips`. With ``slots`` > 1
+the cap is counted per slot (``band_keys.content_slots``, a hash of the
+document's content): each slot admits ``ceil(max_bucket_size / slots)``
+documents per key, so that an index split by slot over shards counts every
+cap exactly as the whole index would (``engine.sharding``).
 
 **Exact copies are always found.** Besides the bands, every generation keeps
 one more table, under each document's content key (``lsh.band_keys``),
@@ -32,7 +36,7 @@ import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
-from stream_dedup.lsh.band_keys import KeyArray
+from stream_dedup.lsh.band_keys import KeyArray, content_slots
 from stream_dedup.lsh.band_table import IntArray
 from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
@@ -68,13 +72,20 @@ class BandIndex:
         retention: Retention | None = None,
         keep_shingles: bool = False,
         keep_fingerprints: bool = False,
+        slots: int = 1,
     ) -> None:
-        """``keep_shingles`` (exact verification) and ``keep_fingerprints`` (the combined method) store those too."""
+        """``keep_shingles`` (exact verification) and ``keep_fingerprints`` (the combined method) store those too.
+
+        ``slots``: how many slots the hot-bucket cap is counted in (see above).
+        """
         if max_bucket_size < 1:
             raise ConfigError("max_bucket_size", f"must be at least 1, got {max_bucket_size}")
         self.sketch_bytes = sketch_bits // 8
         self.banding = banding
         self.max_bucket_size = max_bucket_size
+        self.slots = slots
+        #: Documents one slot admits under one key of one table per generation.
+        self.slot_cap = -(-max_bucket_size // slots)
         self.keep_shingles = keep_shingles
         self.keep_fingerprints = keep_fingerprints
         self.history = GenerationList(retention or Retention(), self._new_generation)
@@ -115,6 +126,9 @@ class BandIndex:
             rows.append(query // bands)
             seqs.append(local.astype(np.int64) + generation.base_seq)
             if generation is self.generations[-1]:
+                if self.slots > 1:  # the cap counts only the documents of the row's own slot
+                    stored_slots = generation.key_highs.values[local, -1] % self.slots
+                    query = query[stored_slots == content_slots(keys, self.slots)[query // bands]]
                 newest_counts = np.bincount(query, minlength=n * bands)
         return Lookup(np.concatenate(rows), np.concatenate(seqs), newest_counts.reshape(n, bands))
 
@@ -155,11 +169,12 @@ class BandIndex:
     def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
-        ``earlier_counts[row, table]`` is how many documents already sit under
-        that key in the newest generation plus how many earlier rows of the
-        batch share it: a row is entered in a table only below the cap.
+        ``earlier_counts[row, table]`` is how many documents (of the row's
+        slot) already sit under that key in the newest generation plus how
+        many earlier rows of the batch (of its slot) share it: a row is
+        entered in a table only below the cap.
         """
-        admit = earlier_counts < self.max_bucket_size
+        admit = earlier_counts < self.slot_cap
         self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
         self.generations[-1].add(batch, admit)
         self.history.note_event_times(batch.event_times)
@@ -184,6 +199,32 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, 
     would hold no more), and ``ranks[row, band]`` is how many earlier rows of
     the batch share that row's key in that band.
     """
+    n = keys.shape[0]
+    order, rank_sorted, group_start = _key_groups(keys)
+    # Flat index f = band * n + position; only rows with an earlier equal key pair up.
+    sharing = np.flatnonzero(rank_sorted)
+    partners = np.minimum(rank_sorted.ravel()[sharing], max_bucket_size)
+    owner = np.repeat(sharing, partners)
+    offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
+    partner = owner - owner % n + group_start.ravel()[owner] + offset
+    flat_order = order.ravel()
+    return flat_order[owner], flat_order[partner], _ranks(order, rank_sorted)
+
+
+def ranks_within_batch(keys: KeyArray, slots: int) -> npt.NDArray[np.int64]:
+    """``ranks[row, table]``: earlier rows of the batch sharing the row's key in that table *and its slot*."""
+    slot = content_slots(keys, slots).astype(U64)
+    order, rank_sorted, _ = _key_groups((keys.astype(U64) << U64(16)) | slot[:, None])
+    return _ranks(order, rank_sorted)
+
+
+def _key_groups(keys: npt.NDArray[np.unsignedinteger]) -> tuple[IntArray, IntArray, IntArray]:
+    """Per table, the rows grouped by key, rows in order within each group.
+
+    Returns ``(order, rank_sorted, group_start)``, each ``(tables, n)``: the
+    rows in grouped order, each one's rank in its group, and the position
+    where its group starts.
+    """
     n, bands = keys.shape
     # Per band, rows grouped by key with rows in order inside each group. A
     # stable argsort of 64-bit keys is slow (merge sort), so: a fast unstable
@@ -201,14 +242,11 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, 
     # Groups keep their places and sizes through the second sort.
     positions = np.arange(n)
     group_start = np.maximum.accumulate(np.where(new_key, positions, 0), axis=1)
-    rank_sorted = positions - group_start
-    ranks = np.empty((bands, n), dtype=np.int64)
+    return order, positions - group_start, group_start
+
+
+def _ranks(order: IntArray, rank_sorted: IntArray) -> npt.NDArray[np.int64]:
+    """Each row's rank in its group, ``(n, tables)``, from :func:`_key_groups`."""
+    ranks = np.empty(order.shape, dtype=np.int64)
     np.put_along_axis(ranks, order, rank_sorted, axis=1)
-    # Flat index f = band * n + position; only rows with an earlier equal key pair up.
-    sharing = np.flatnonzero(rank_sorted)
-    partners = np.minimum(rank_sorted.ravel()[sharing], max_bucket_size)
-    owner = np.repeat(sharing, partners)
-    offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
-    partner = owner - owner % n + group_start.ravel()[owner] + offset
-    flat_order = order.ravel()
-    return flat_order[owner], flat_order[partner], ranks.T
+    return ranks.T

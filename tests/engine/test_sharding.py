@@ -19,10 +19,11 @@ Stream = list[tuple[int, list[tuple[str, str, int]]]]
 
 
 def signed_batch(config: DetectionConfig, documents: list[tuple[str, str, int]]) -> IndexedBatch:
+    """The batch signed; a document's event time is its source's number (seconds)."""
     ids = [doc_id for doc_id, _, _ in documents]
     signed = make_detector(config).sign([text for _, text, _ in documents])
     sources = np.array([source for _, _, source in documents], dtype=np.uint64)
-    return IndexedBatch(ids, signed, np.zeros(len(ids)), sources)
+    return IndexedBatch(ids, signed, np.array([source % 10_000 for _, _, source in documents], float), sources)
 
 
 def single_and_sharded(config: DetectionConfig, stream: Stream, shards: int) -> tuple[list[Verdict], list[Verdict]]:
@@ -37,6 +38,7 @@ def single_and_sharded(config: DetectionConfig, stream: Stream, shards: int) -> 
         expected += single.process_signed(batch)
         merged += merge_answers(keys, batch.ids, [shard.answer(batch, keys) for shard in shard_set])
     assert sum(len(shard) for shard in shard_set) == len(single), "every document is stored on exactly one shard"
+    assert sum(shard.detector.hot_bucket_skips for shard in shard_set) == single.hot_bucket_skips
     return expected, merged
 
 
@@ -61,19 +63,26 @@ def streams(draw: st.DrawFn) -> Stream:
                 text = base if choice == "copy" else f"{base} {draw(st.sampled_from(VOCABULARY))}"
             texts.append(text)
             number = len(texts)
-            source = int(NO_SOURCE) if draw(st.integers(0, 9)) == 0 else 1000 + number
+            source = int(NO_SOURCE) if draw(st.integers(0, 9)) == 0 else 10_000 + number
             documents.append((f"d{draw(st.integers(0, number))}", text, source))
         stream.append((offset, documents))
     return stream
 
 
-# No cap binds (streams are far shorter than max_bucket_size) and nothing is evicted.
+#: Six slots: any of 1, 2 or 3 shards divides them. Small caps bind often (a slot admits one
+#: or two documents per key); retention by count and age evicts within a stream.
 configs = st.sampled_from(
     [
-        DetectionConfig(),
-        DetectionConfig(threshold=0.5, shingle_unit="word", shingle_size=2),
-        DetectionConfig(threshold=0.6, method="combined", max_hamming=12),
-        DetectionConfig(threshold=0.6, verification="exact"),
+        DetectionConfig(index_slots=6),
+        DetectionConfig(threshold=0.5, shingle_unit="word", shingle_size=2, index_slots=6),
+        DetectionConfig(threshold=0.6, method="combined", max_hamming=12, index_slots=6),
+        DetectionConfig(threshold=0.6, verification="exact", index_slots=6),
+        DetectionConfig(max_bucket_size=2, index_slots=6),
+        DetectionConfig(threshold=0.5, max_bucket_size=12, index_slots=6, shingle_unit="word", shingle_size=1),
+        DetectionConfig(max_documents=6, index_slots=6),
+        DetectionConfig(threshold=0.6, verification="exact", max_documents=10, max_bucket_size=6, index_slots=6),
+        DetectionConfig(threshold=0.5, max_age_seconds=12.0, max_bucket_size=1, index_slots=6),
+        DetectionConfig(method="combined", max_hamming=10, max_documents=9, max_age_seconds=30.0, index_slots=6),
     ]
 )
 
@@ -87,13 +96,34 @@ def test_merged_answers_of_shards_are_the_verdicts_of_one_detector(
     assert merged == expected
 
 
+def test_shards_seal_and_evict_generations_at_the_batches_one_index_does() -> None:
+    texts = make_corpus(600, seed=8)
+    stream: Stream = [
+        (b, [(f"doc-{i}", texts[i], i) for i in range(start, start + 40)]) for b, start in enumerate(range(0, 600, 40))
+    ]
+    config = DetectionConfig(threshold=0.7, max_documents=100, index_slots=3)
+    expected, merged = single_and_sharded(config, stream, 3)
+    assert merged == expected
+    # Without following the stream's measure, each shard would keep ~100 documents of its own.
+    single = make_detector(config)
+    shard_set = [ShardDetector(config, k, 3) for k in range(3)]
+    for offset, documents in stream:
+        batch = signed_batch(config, documents)
+        single.process_signed(batch)
+        for shard in shard_set:
+            shard.answer(batch, sequence_keys(offset, len(documents)))
+    assert single.evicted_documents > 400
+    assert sum(len(shard) for shard in shard_set) == len(single) < 160
+    assert sum(shard.detector.evicted_documents for shard in shard_set) == single.evicted_documents
+
+
 def test_three_shards_agree_with_one_detector_on_a_corpus_of_near_copies() -> None:
     texts = make_corpus(900, seed=5)
     stream: Stream = [
         (10 * b, [(f"doc-{i}", texts[i], i) for i in range(start, start + 60)])
         for b, start in enumerate(range(0, 900, 60))
     ]
-    config = DetectionConfig(threshold=0.7)
+    config = DetectionConfig(threshold=0.7, index_slots=3)
 
     expected, merged = single_and_sharded(config, stream, 3)
 
@@ -157,11 +187,45 @@ def test_merge_without_answers_is_all_unique_and_ignores_other_documents() -> No
 
 def test_a_shard_refuses_settings_it_cannot_honour() -> None:
     with pytest.raises(ConfigError, match="shard_index"):
-        ShardDetector(DetectionConfig(), 3, 3)
+        ShardDetector(DetectionConfig(index_slots=3), 3, 3)
     with pytest.raises(ConfigError, match="'shards'"):
         ShardDetector(DetectionConfig(), 0, 0)
     with pytest.raises(ConfigError, match="simhash"):
         ShardDetector(DetectionConfig(method="simhash"), 0, 2)
+    with pytest.raises(ConfigError, match="must divide index_slots=4"):
+        ShardDetector(DetectionConfig(index_slots=4), 0, 3)
+
+
+def test_caps_counted_per_slot_bind_alike_and_exact_copies_are_still_found() -> None:
+    base = "copper lantern over the quarry at dawn with saffron sails and a willow by the harbour wall"
+    texts = [f"{base} {i}" for i in range(40)] + [f"{base} {i}" for i in range(40)]
+    # One document per batch: the caps of the index's tables decide, not the pairing within a batch.
+    stream: Stream = [(offset, [(f"doc-{offset}", text, offset)]) for offset, text in enumerate(texts)]
+    capped = DetectionConfig(threshold=0.5, max_bucket_size=2, index_slots=6)
+
+    expected, merged = single_and_sharded(capped, stream, 3)
+
+    assert merged == expected
+    assert all(v.verdict == "duplicate" and v.similarity == 1.0 for v in expected[40:])
+    single = make_detector(capped)
+    for _, documents in stream:
+        single.process_signed(signed_batch(capped, documents))
+    assert single.hot_bucket_skips > 500
+
+
+@pytest.mark.parametrize("slots", [1, 6])
+def test_what_the_cap_admits_does_not_depend_on_batch_boundaries(slots: int) -> None:
+    texts = make_corpus(300, seed=11, copies=0.6)
+    config = DetectionConfig(threshold=0.6, max_bucket_size=3, index_slots=slots)
+    skips = []
+    for size in (1, 7, 300):
+        detector = make_detector(config)
+        for start in range(0, 300, size):
+            documents = [(f"d{i}", texts[i], i) for i in range(start, min(300, start + size))]
+            detector.process_signed(signed_batch(config, documents))
+        skips.append(detector.hot_bucket_skips)
+    assert skips[0] > 100
+    assert skips == [skips[0]] * 3
 
 
 def test_sequence_keys_order_batches_then_rows() -> None:
