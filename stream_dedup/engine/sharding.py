@@ -97,6 +97,30 @@ class ShardAnswer:
     def __len__(self) -> int:
         return int(self.keys.size)
 
+    def rows(self, start: int, stop: int) -> "ShardAnswer":
+        """Rows ``start:stop`` (an answer too large for one record is sent in parts)."""
+        return ShardAnswer(
+            self.keys[start:stop],
+            self.match_keys[start:stop],
+            self.similarity[start:stop],
+            self.distances[start:stop] if self.distances is not None else None,
+            self.match_sources[start:stop],
+            self.match_ids[start:stop],
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence["ShardAnswer"]) -> "ShardAnswer":
+        """The answers one after the other (of one shard, for consecutive stretches of the stream)."""
+        distances = [p.distances for p in parts if p.distances is not None]
+        return cls(
+            np.concatenate([np.empty(0, np.int64), *(p.keys for p in parts)]),
+            np.concatenate([np.empty(0, np.int64), *(p.match_keys for p in parts)]),
+            np.concatenate([np.empty(0, np.float64), *(p.similarity for p in parts)]),
+            np.concatenate(distances) if distances else None,
+            np.concatenate([np.empty(0, np.uint64), *(p.match_sources for p in parts)]),
+            [doc_id for p in parts for doc_id in p.match_ids],
+        )
+
 
 class ShardDetector:
     """Shard ``shard`` of ``shards``: answers for every document, indexes the documents it owns.

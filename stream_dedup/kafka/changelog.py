@@ -15,7 +15,7 @@ knows where to resume, and the signature fingerprint
 in as ``digest``), so a changelog written under other settings is refused
 instead of mixing incomparable signatures.
 
-Record value layout (no pickle)::
+Record value layout (no pickle; see :mod:`~stream_dedup.kafka.packed`)::
 
     b"SDCL"  magic
     u8       format version
@@ -24,25 +24,23 @@ Record value layout (no pickle)::
     arrays   raw little-endian bytes, back to back: sketches, keys, event times,
              sources, ids; shingle sets (exact verification) and SimHash
              fingerprints (methods simhash and combined) when the batch has them
+
+The same records make the sequenced topic of a sharded stage
+(``docs/scale-out.md``): a batch's place in the order is its record's offset.
 """
 
-import json
-import math
-import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from stream_dedup.errors import ChangelogError
+from stream_dedup.kafka.packed import Arrays, id_arrays, ids_of, pack, read_prefix, unpack
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.text.shingle_sets import ShingleSets
 
 MAGIC = b"SDCL"
 #: 2: one-bit sketches, index keys and sources instead of 8-bit signatures.
 FORMAT_VERSION = 2
-_PREFIX = struct.Struct("<4sBI")
 
 #: Default upper bound of one changelog record value (Kafka's default limit is 1 MB).
 MAX_RECORD_BYTES = 512 * 1024
@@ -65,8 +63,15 @@ class ChangelogEntry:
     final: bool = True
 
 
-def encode_entry(entry: ChangelogEntry, digest: str, max_bytes: int = MAX_RECORD_BYTES) -> list[bytes]:
-    """Record values for ``entry``: one, or several parts when it is larger than ``max_bytes``."""
+def encode_entry(
+    entry: ChangelogEntry, digest: str, max_bytes: int = MAX_RECORD_BYTES, independent: bool = False
+) -> list[bytes]:
+    """Record values for ``entry``: one, or several parts when it is larger than ``max_bytes``.
+
+    ``independent`` makes every part a batch of its own (each ``final``), as
+    the sequenced topic needs: there, several writers append to one
+    partition, so the parts of one writer's batch need not be contiguous.
+    """
     n = len(entry.documents.ids)
     if n <= 1:
         return [_encode_part(entry, digest)]
@@ -75,33 +80,32 @@ def encode_entry(entry: ChangelogEntry, digest: str, max_bytes: int = MAX_RECORD
     starts = list(range(0, n, rows_per_part))
     last = len(starts) - 1
     return [
-        _encode_part(_slice(entry, start, min(n, start + rows_per_part), entry.final and i == last), digest)
+        _encode_part(
+            _slice(entry, start, min(n, start + rows_per_part), independent or (entry.final and i == last)), digest
+        )
         for i, start in enumerate(starts)
     ]
 
 
 def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     """Parse a record value; raises :class:`ChangelogError` if it is not replayable here."""
-    if len(value) < _PREFIX.size or value[:4] != MAGIC:
+    version = read_prefix(value, MAGIC)
+    if version is None:
         raise ChangelogError("a changelog record is not a stream-dedup changelog record (bad magic)")
-    _, version, header_length = _PREFIX.unpack_from(value)
     if version != FORMAT_VERSION:
         raise ChangelogError(
             f"changelog record format {version}; this release reads format {FORMAT_VERSION} only. "
             "Replay it with the release that wrote it, or point changelog_topic at a new topic "
             "(the index then starts empty)."
         )
-    header = json.loads(value[_PREFIX.size : _PREFIX.size + header_length])
+    header, arrays = unpack(value)
     if header["digest"] != digest:
         raise ChangelogError(
             "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
             "banding, verification or SimHash weighting) than this run's; its signatures are not comparable. "
             "Run with the original settings, or point changelog_topic at a new topic (the index then starts empty)."
         )
-    arrays = dict(_read_arrays(value, _PREFIX.size + header_length, header["arrays"]))
-    id_bytes, id_ends = arrays["id_bytes"].tobytes(), arrays["id_ends"]
-    ends = id_ends.tolist()
-    ids = [id_bytes[s:e].decode("utf-8") for s, e in zip([0, *ends[:-1]], ends, strict=False)]
+    ids = ids_of(arrays)
     shingles = ShingleSets(arrays["shingle_values"], arrays["shingle_ends"]) if "shingle_values" in arrays else None
     signed = SignedBatch(arrays["sketches"], arrays["keys"], shingles, arrays.get("fingerprints"))
     documents = IndexedBatch(ids, signed, arrays["event_times"], arrays["sources"])
@@ -134,15 +138,13 @@ def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
 
 def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
     documents = entry.documents
-    encoded_ids = [doc_id.encode("utf-8") for doc_id in documents.ids]
     shingles, fingerprints = documents.signed.shingles, documents.signed.fingerprints
-    arrays: list[tuple[str, np.ndarray]] = [
+    arrays: Arrays = [
         ("sketches", np.ascontiguousarray(documents.signed.sketches, dtype=np.uint8)),
         ("keys", np.ascontiguousarray(documents.signed.keys, dtype="<u4")),
         ("event_times", np.ascontiguousarray(documents.event_times, dtype="<f8")),
         ("sources", np.ascontiguousarray(documents.sources, dtype="<u8")),
-        ("id_bytes", np.frombuffer(b"".join(encoded_ids), dtype=np.uint8)),
-        ("id_ends", np.cumsum([len(b) for b in encoded_ids], dtype="<i8")),
+        *id_arrays(documents.ids),
     ]
     if shingles is not None:
         arrays += [
@@ -151,24 +153,13 @@ def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
         ]
     if fingerprints is not None:
         arrays.append(("fingerprints", np.ascontiguousarray(fingerprints, dtype="<u8")))
-    header = json.dumps(
-        {
-            "digest": digest,
-            "input_topic": entry.input_topic,
-            "positions": {str(p): o for p, o in sorted(entry.positions.items())},
-            "final": entry.final,
-            "arrays": [[name, array.dtype.str, list(array.shape)] for name, array in arrays],
-        }
-    ).encode()
-    return b"".join([_PREFIX.pack(MAGIC, FORMAT_VERSION, len(header)), header, *(a.tobytes() for _, a in arrays)])
-
-
-def _read_arrays(value: bytes, offset: int, directory: list[Any]) -> Iterator[tuple[str, np.ndarray]]:
-    for name, dtype_str, shape in directory:
-        count = math.prod(int(d) for d in shape)
-        array = np.frombuffer(value, dtype=np.dtype(dtype_str), count=count, offset=offset).reshape(shape)
-        offset += array.nbytes
-        yield str(name), array
+    fields = {
+        "digest": digest,
+        "input_topic": entry.input_topic,
+        "positions": {str(p): o for p, o in sorted(entry.positions.items())},
+        "final": entry.final,
+    }
+    return pack(MAGIC, FORMAT_VERSION, fields, arrays)
 
 
 def _row_bytes(entry: ChangelogEntry) -> float:
