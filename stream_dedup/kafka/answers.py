@@ -25,7 +25,7 @@ import numpy as np
 from stream_dedup.engine.sharding import ROW_BITS, ShardAnswer
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.changelog import MAX_RECORD_BYTES
-from stream_dedup.kafka.packed import Arrays, id_arrays, ids_of, pack, read_prefix, unpack
+from stream_dedup.kafka.packed import Arrays, id_arrays, ids_of, pack, unpack
 
 MAGIC = b"SDAN"
 FORMAT_VERSION = 1
@@ -94,15 +94,7 @@ def _encode(record: AnswerRecord, digest: str) -> bytes:
 
 def decode_answer(value: bytes, digest: str) -> AnswerRecord:
     """Parse a record value; raises :class:`ChangelogError` if it is not one of ours or of other parameters."""
-    version = read_prefix(value, MAGIC)
-    if version is None:
-        raise ChangelogError("a record of the answers topic is not a stream-dedup answer record (bad magic)")
-    if version != FORMAT_VERSION:
-        raise ChangelogError(
-            f"answer record format {version}; this release reads format {FORMAT_VERSION} only: "
-            "run shards and judge of the same release"
-        )
-    header, arrays = unpack(value)
+    header, arrays = unpack(value, MAGIC, FORMAT_VERSION, "answer", "Run shards and judge of the same release.")
     if header["digest"] != digest:
         raise ChangelogError(
             "an answer record was made with other signature parameters than this judge's: "

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stream_dedup.errors import ChangelogError
-from stream_dedup.kafka.packed import Arrays, id_arrays, ids_of, pack, read_prefix, unpack
+from stream_dedup.kafka.packed import Arrays, id_arrays, ids_of, pack, unpack
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.text.shingle_sets import ShingleSets
 
@@ -89,16 +89,14 @@ def encode_entry(
 
 def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     """Parse a record value; raises :class:`ChangelogError` if it is not replayable here."""
-    version = read_prefix(value, MAGIC)
-    if version is None:
-        raise ChangelogError("a changelog record is not a stream-dedup changelog record (bad magic)")
-    if version != FORMAT_VERSION:
-        raise ChangelogError(
-            f"changelog record format {version}; this release reads format {FORMAT_VERSION} only. "
-            "Replay it with the release that wrote it, or point changelog_topic at a new topic "
-            "(the index then starts empty)."
-        )
-    header, arrays = unpack(value)
+    header, arrays = unpack(
+        value,
+        MAGIC,
+        FORMAT_VERSION,
+        "changelog",
+        "Replay it with the release that wrote it, or point changelog_topic at a new topic (the index then starts "
+        "empty).",
+    )
     if header["digest"] != digest:
         raise ChangelogError(
             "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from stream_dedup.errors import ChangelogError
+
 _PREFIX = struct.Struct("<4sBI")
 
 Arrays = list[tuple[str, np.ndarray]]
@@ -33,16 +35,19 @@ def pack(magic: bytes, version: int, fields: dict[str, Any], arrays: Arrays) -> 
     return b"".join([_PREFIX.pack(magic, version, len(header)), header, *(a.tobytes() for _, a in arrays)])
 
 
-def read_prefix(value: bytes, magic: bytes) -> int | None:
-    """The format version of a value of kind ``magic``; ``None`` if it is not one."""
+def unpack(
+    value: bytes, magic: bytes, version: int, kind: str, advice: str
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The header fields and the arrays of a value of kind ``magic`` and format ``version``.
+
+    Raises :class:`ChangelogError` naming the ``kind`` of record otherwise
+    (with ``advice`` for another version): nothing is read as what it is not.
+    """
     if len(value) < _PREFIX.size or value[:4] != magic:
-        return None
-    return int(_PREFIX.unpack_from(value)[1])
-
-
-def unpack(value: bytes) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The header fields and the arrays of a value (its kind and version checked by the caller)."""
-    _, _, header_length = _PREFIX.unpack_from(value)
+        raise ChangelogError(f"a {kind} record is not a stream-dedup {kind} record (bad magic)")
+    _, found, header_length = _PREFIX.unpack_from(value)
+    if found != version:
+        raise ChangelogError(f"{kind} record format {found}; this release reads format {version} only. {advice}")
     header = json.loads(value[_PREFIX.size : _PREFIX.size + header_length])
     return header, dict(_read_arrays(value, _PREFIX.size + header_length, header["arrays"]))
 
