@@ -13,7 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.errors import TopicAlreadyExistsError
+from kafka.admin import MemberToRemove
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from stream_dedup.kafka.assignor import SingleActiveAssignor
 
@@ -82,14 +85,21 @@ def transactional_producer(
 
 
 def group_consumer(
-    connection: KafkaConnection, group_id: str, instance_id: str, session_timeout_seconds: float, max_poll_records: int
+    connection: KafkaConnection,
+    group_id: str,
+    instance_id: str,
+    session_timeout_seconds: float,
+    max_poll_records: int,
+    single_active: bool = True,
 ) -> KafkaConsumer:
     """The stage's input consumer: static member of ``group_id``, one member holding every partition.
 
     It commits nothing itself (offsets go into the producer's transactions) and
     reads only committed records, so a batch of an aborted transaction upstream
-    is never judged.
+    is never judged. ``single_active=False`` (the signers) spreads the
+    partitions over the members with Kafka's own assignors instead.
     """
+    assignors = [SingleActiveAssignor()] if single_active else [RangePartitionAssignor, RoundRobinPartitionAssignor]
     return KafkaConsumer(
         **connection.options(),
         group_id=group_id,
@@ -97,7 +107,7 @@ def group_consumer(
         enable_auto_commit=False,
         isolation_level="read_committed",
         auto_offset_reset="earliest",
-        partition_assignment_strategy=[SingleActiveAssignor()],
+        partition_assignment_strategy=assignors,
         session_timeout_ms=int(session_timeout_seconds * 1000),
         # Three heartbeats per session timeout, Kafka's usual ratio.
         heartbeat_interval_ms=max(100, int(session_timeout_seconds * 1000 / 3)),
@@ -135,3 +145,36 @@ def ensure_topics(connection: KafkaConnection, topics: list[TopicSpec]) -> dict[
         return {entry["name"]: len(entry["partitions"]) for entry in described}
     finally:
         admin.close()
+
+
+def leave_group(connection: KafkaConnection, group_id: str, instance_id: str) -> None:
+    """Remove a static member from its group at once (closing it does not), so that a standby takes over.
+
+    A failure is logged, not raised: the member's session then times out instead.
+    """
+    try:
+        admin = KafkaAdminClient(**connection.options())
+        try:
+            admin.remove_group_members(group_id, [MemberToRemove(group_instance_id=instance_id)])
+        finally:
+            admin.close()
+    except KafkaError as error:
+        log.warning("could not leave the group (the session times out instead): %r", error)
+
+
+class SessionBackoff:
+    """How long to wait after a session ended in a Kafka error: 1 s, doubling up to 30 s, until one ends well."""
+
+    def __init__(self, first: float = 1.0, most: float = 30.0) -> None:
+        self.first = first
+        self.most = most
+        self._next = first
+
+    def after_failure(self) -> float:
+        """The pause before the next session (the one after doubles)."""
+        seconds = self._next
+        self._next = min(2 * seconds, self.most)
+        return seconds
+
+    def after_success(self) -> None:
+        self._next = self.first

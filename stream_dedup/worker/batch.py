@@ -25,7 +25,6 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.engine.detection import DuplicateDetector
-from stream_dedup.engine.documents import internal_error
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import PRODUCER_TUNING
 from stream_dedup.kafka.messages import (
@@ -39,7 +38,8 @@ from stream_dedup.kafka.messages import (
     verdict_value,
 )
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits, fitted
-from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
+from stream_dedup.kafka.signing import sign_documents
+from stream_dedup.lsh.generation import IndexedBatch
 from stream_dedup.worker.events import BatchReport, PublishedDuplicate
 from stream_dedup.worker.isolation import ISOLATED_REASON, coordinates
 
@@ -111,7 +111,7 @@ def publish_batch(
         after[record.partition] = max(after.get(record.partition, 0), record.offset + 1)
 
     candidates_before, verified_before = detector.stats.candidates, detector.stats.verified
-    documents, signed = _sign(detector, documents, letters)
+    documents, signed = sign_documents(detector, documents, letters)
     producer.begin_transaction()
     send = _Sender(producer, destinations)
     verdict_counts: Counter[str] = Counter()
@@ -236,30 +236,6 @@ class _Sender:
         self.producer.send(topic, key=record.key, value=record.value, headers=record.headers)
         if self.destinations.limit(topic).is_narrow(PRODUCER_TUNING["batch_size"]):
             self.producer.flush()
-
-
-def _sign(
-    detector: DuplicateDetector, documents: list[InputDocument], letters: list[DeadLetter]
-) -> tuple[list[InputDocument], SignedBatch]:
-    """Sign ``documents`` in one call; if that fails, find the documents that fail alone and dead-letter them.
-
-    Signing is pure (the index is untouched), so trying again is safe; the
-    batch is signed whole first because one call per document is much slower.
-    """
-    try:
-        return documents, detector.sign([d.text for d in documents], normalized=True)
-    except Exception as error:
-        log.error("signing a batch failed (%r); signing its documents one by one", error)
-    kept = []
-    for document in documents:
-        try:
-            detector.sign([document.text], normalized=True)
-        except Exception as error:
-            refusal = internal_error(error)
-            letters.append(DeadLetter(refusal.reason, refusal.detail, document.source, document.record))
-        else:
-            kept.append(document)
-    return kept, detector.sign([d.text for d in kept], normalized=True)
 
 
 def _too_large(what: str, topic: str) -> str:

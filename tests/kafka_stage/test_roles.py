@@ -1,0 +1,89 @@
+"""A sharded stage on the real broker: signers, shards and a judge give one process's verdicts, exactly once."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import make_detector
+from stream_dedup.engine.sharding import shard_of
+from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
+from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
+from tests.corpus import make_clustered_corpus
+
+from .stage import Stage, document_messages, produce, read_committed, role_threads, verdicts_by_source
+
+pytestmark = pytest.mark.kafka
+
+#: Divisible by 1, 2 and 3 shards.
+SLOTS = 6
+
+
+def sequenced_batches(bootstrap: str, topic: str, config: DetectionConfig) -> list[SequencedBatch]:
+    """Every batch of the sequenced topic, in order."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+    partition = TopicPartition(topic, 0)
+    try:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        end = consumer.end_offsets([partition])[partition]
+        assembly = BatchAssembly(config.signature_fingerprint())
+        batches = []
+        while consumer.position(partition) < end:
+            for record in consumer.poll(timeout_ms=500).get(partition, []):
+                batch = assembly.add(record.offset, record.value)
+                if batch is not None:
+                    batches.append(batch)
+        return batches
+    finally:
+        consumer.close()
+
+
+def one_process_verdicts(batches: list[SequencedBatch], config: DetectionConfig) -> dict[str, dict[str, Any]]:
+    """What one detector publishes for the same sequenced batches, value for value, by document id."""
+    detector = make_detector(config)
+    published = {}
+    for batch in batches:
+        documents = batch.entry.documents
+        for verdict, pointer, event_time in zip(
+            detector.process_signed(documents), documents.sources.tolist(), documents.event_times.tolist(), strict=True
+        ):
+            source = Source(batch.entry.input_topic, *match_coordinates(pointer), round(event_time * 1000))
+            published[verdict.id] = json.loads(verdict_value(verdict, source, config.fingerprint()))
+    return published
+
+
+def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(stage: Stage) -> None:
+    corpus = make_clustered_corpus(1500, seed=31)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    roles = dict(batch_size=100, index_slots=SLOTS, shards=2)
+    with role_threads(
+        stage.settings("signer-1", role="signer", **roles),
+        stage.settings("shard-0", role="shard", shard_index=0, **roles),
+        stage.settings("shard-1", role="shard", shard_index=1, **roles),
+        stage.settings("judge-1", role="judge", **roles),
+    ) as runners:
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+        sequenced = runners[0].settings.sequenced_topic
+
+    published = [json.loads(r.value) for r in records]
+    assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
+    assert len(published) == len(corpus)
+    config = DetectionConfig(index_slots=SLOTS)
+    batches = sequenced_batches(stage.bootstrap, sequenced, config)
+    assert sum(len(b.entry.documents.ids) for b in batches) == len(corpus)
+    expected = one_process_verdicts(batches, config)
+    assert {v["id"]: v for v in published} == expected
+    assert sum(v["verdict"] == "duplicate" for v in published) > 150
+    assert {r.key for r in records} == {v["id"].encode() for v in published}
+    # Matches were found on both shards: the judge really merged.
+    owner = {
+        doc_id: int(shard)
+        for batch in batches
+        for doc_id, shard in zip(batch.entry.documents.ids, shard_of(batch.entry.documents.signed.keys, 2), strict=True)
+    }
+    assert {owner[v["duplicate_of"]] for v in published if v["duplicate_of"]} == {0, 1}
