@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,7 +16,15 @@ from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
 from tests.corpus import make_clustered_corpus
 
-from .stage import Stage, document_messages, produce, read_committed, role_threads, verdicts_by_source
+from .stage import (
+    Stage,
+    document_messages,
+    produce,
+    read_committed,
+    role_threads,
+    verdicts_by_source,
+    worker_thread,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -87,3 +96,34 @@ def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(stage: S
         for doc_id, shard in zip(batch.entry.documents.ids, shard_of(batch.entry.documents.signed.keys, 2), strict=True)
     }
     assert {owner[v["duplicate_of"]] for v in published if v["duplicate_of"]} == {0, 1}
+
+
+def test_three_shards_and_a_judge_reading_a_workers_changelog_publish_the_workers_verdicts(
+    stage: Stage, topic_factory: Callable[..., str]
+) -> None:
+    """The worker's changelog is a sequenced topic: a shard set can start from it and agree with the worker."""
+    corpus = make_clustered_corpus(1200, seed=32)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    # A slot admits one document per key here: caps bind (~700 skips over this corpus).
+    worker = stage.settings("worker-1", batch_size=150, index_slots=SLOTS, max_bucket_size=4)
+    with worker_thread(worker):
+        by_worker = [json.loads(r.value) for r in read_committed(stage.bootstrap, stage.output_topic, len(corpus))]
+    sharded_output = topic_factory(partitions=3)
+    roles = dict(
+        group_id=f"sharded-{stage.group_id}",
+        output_topic=sharded_output,
+        sequenced_topic=worker.changelog_topic,
+        batch_size=150,
+        index_slots=SLOTS,
+        max_bucket_size=4,
+        shards=3,
+    )
+    with role_threads(
+        *(stage.settings(f"shard-{k}", role="shard", shard_index=k, **roles) for k in range(3)),
+        stage.settings("judge-1", role="judge", **roles),
+    ):
+        by_shards = [json.loads(r.value) for r in read_committed(stage.bootstrap, sharded_output, len(corpus))]
+
+    assert len(by_shards) == len(by_worker) == len(corpus)
+    assert {v["id"]: v for v in by_shards} == {v["id"]: v for v in by_worker}
+    assert sum(v["verdict"] == "duplicate" for v in by_worker) > 150
