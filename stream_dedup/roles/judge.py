@@ -18,7 +18,7 @@ batches lie before the committed sequenced offset.
 
 import logging
 import time
-from collections import deque
+from collections import Counter, deque
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
+from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -96,8 +97,12 @@ class Judge(RoleWork):
                 offsets[TopicPartition(self.settings.answers_topic, shard)] = offset + 1
             if kept:
                 offsets[TopicPartition(self.settings.answers_topic, shard)] = kept[0][0]
-        duplicates = sum(1 for verdict in verdicts if verdict.verdict == "duplicate")
-        return Outgoing(sends, offsets, documents=len(verdicts), notes={"duplicates": duplicates})
+        report = StepReport("judge", len(verdicts), verdicts=Counter(verdict.verdict for verdict in verdicts))
+        return Outgoing(sends, offsets, report)
+
+    def observe(self, events: WorkerEvents) -> None:
+        waited = 0.0 if self.waiting_since is None else time.monotonic() - self.waiting_since
+        events.merge_waited(waited)
 
     def committed(self, outgoing: Outgoing) -> None:
         """Nothing to note: what the judge keeps was updated as it stepped."""

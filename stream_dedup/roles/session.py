@@ -36,9 +36,10 @@ SIGTERM, SIGINT                            ``request_stop``: step finished,    I
 import contextlib
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -55,10 +56,12 @@ from stream_dedup.kafka.clients import (
 )
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
 from stream_dedup.roles.topics import ensure_role_topics
-from stream_dedup.worker.events import WorkerEvents
+from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
+
+_OBSERVE_EVERY_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -76,9 +79,8 @@ class Outgoing:
 
     sends: list[Send]
     offsets: dict[TopicPartition, int]
-    #: What the step did, for the role's own report once committed.
-    documents: int = 0
-    notes: dict[str, int] = field(default_factory=dict)
+    #: What the step did, reported once it is committed.
+    report: StepReport
 
 
 class RoleWork(ABC):
@@ -100,6 +102,10 @@ class RoleWork(ABC):
     @abstractmethod
     def committed(self, outgoing: Outgoing) -> None:
         """``outgoing`` was committed."""
+
+    @abstractmethod
+    def observe(self, events: WorkerEvents) -> None:
+        """Report what the role measures besides its steps (called about once a second while it is active)."""
 
 
 def committed_or_beginning(consumer: KafkaConsumer, partition: TopicPartition) -> int:
@@ -199,6 +205,7 @@ class _Session:
         self.producer = producer
         self.consumer = consumer
         self.assignments = AssignmentNotes()
+        self._last_observed = 0.0
 
     def run(self) -> None:
         s = self.settings
@@ -219,15 +226,31 @@ class _Session:
             if self.runner.stopping or not self.assignments.holding:
                 continue
             # 3. Step, 4. one transaction for all it produced.
+            started = time.perf_counter()
             outgoing = self.work.step(polled)
             if outgoing is not None:
                 self.commit(outgoing)
+                self.events.step_committed(outgoing.report, time.perf_counter() - started)
+            self.observe()
 
     def check_join(self) -> None:
         """End the session if a group join never completes (kafka-python 3.0 can lose one, see worker.loop)."""
         limit = max(30.0, 3 * self.settings.session_timeout_seconds)
         if self.assignments.join_waited() > limit:
             raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
+
+    def observe(self) -> None:
+        """Lag behind each held partition's end, and the role's own measures, at most once a second."""
+        if time.monotonic() - self._last_observed < _OBSERVE_EVERY_SECONDS:
+            return
+        self._last_observed = time.monotonic()
+        lag = {}
+        for partition in self.consumer.assignment():
+            end = self.consumer.highwater(partition)
+            if end is not None:
+                lag[(partition.topic, partition.partition)] = max(0, end - self.consumer.position(partition))
+        self.events.lag_measured(lag)
+        self.work.observe(self.events)
 
     def take_over(self, assigned: list[TopicPartition]) -> None:
         self.events.partitions_assigned(len(assigned))

@@ -26,6 +26,7 @@ from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.sequenced import BatchAssembly
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
+from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,14 @@ class Shard(RoleWork):
             Send(s.answers_topic, OutgoingRecord(key, value, []), s.shard_index)
             for value in encode_answers(record, self.digest)
         ]
-        return Outgoing(sends, {self.partition: end}, documents=documents, notes={"indexed": len(self.index)})
+        report = StepReport(
+            "shard", documents, indexed_documents=len(self.index), index_bytes=self.index.memory_bytes()
+        )
+        return Outgoing(sends, {self.partition: end}, report)
 
     def committed(self, outgoing: Outgoing) -> None:
         self.first_offset = outgoing.offsets[self.partition]
+
+    def observe(self, events: WorkerEvents) -> None:
+        """The index's size, which also grows while the shard rebuilds it without answering."""
+        events.index_changed(len(self.index), self.index.memory_bytes(), self.index.detector.evicted_documents)

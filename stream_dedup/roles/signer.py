@@ -11,6 +11,7 @@ offsets. The sequenced topic's order is the order of those appends.
 """
 
 import logging
+from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from stream_dedup.kafka.signing import sign_documents
 from stream_dedup.kafka.topic_limits import size_limits
 from stream_dedup.lsh.generation import IndexedBatch
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
+from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -82,10 +84,14 @@ class Signer(RoleWork):
             )
             log.warning("dead letter (%s): %s", letter.reason, letter.detail)
         offsets = {TopicPartition(s.input_topic, p): offset for p, offset in after.items()}
-        return Outgoing(sends, offsets, documents=len(documents), notes={"dead_letters": len(letters)})
+        report = StepReport("signer", len(documents), dead_letters=Counter(letter.reason for letter in letters))
+        return Outgoing(sends, offsets, report)
 
     def committed(self, outgoing: Outgoing) -> None:
         """Nothing to note: a signer keeps no state."""
+
+    def observe(self, events: WorkerEvents) -> None:
+        """Nothing besides the input's lag, which the session measures."""
 
 
 def _signed(

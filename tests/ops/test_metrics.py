@@ -44,6 +44,9 @@ CONTRACT = [
     ("partition_wait", "stream_dedup_partition_wait_seconds_total", "counter", ()),
     ("isolated_records", "stream_dedup_isolated_records_total", "counter", ()),
     ("last_commit", "stream_dedup_last_commit_timestamp_seconds", "gauge", ()),
+    ("stage_role", "stream_dedup_stage_role", "gauge", ("stage_role", "shard")),
+    ("role_documents", "stream_dedup_role_documents_total", "counter", ("stage_role",)),
+    ("merge_wait", "stream_dedup_merge_wait_seconds", "gauge", ()),
 ]  # fmt: skip
 
 

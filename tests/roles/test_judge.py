@@ -63,15 +63,15 @@ def test_the_judge_waits_for_every_shard_then_commits_what_it_used_up() -> None:
 
     outgoing = judge.step({ANSWERS[1]: [Record(7, answer_record(1, 0, 2, answers[1][:2]))]})
 
-    assert outgoing is not None and outgoing.documents == 60  # batches 0 and 1: shard 1 got past them only
+    assert outgoing is not None and outgoing.report.documents == 60  # batches 0 and 1: shard 1 got past them only
     single = make_detector(CONFIG)
     expected = [v for b in three[:2] for v in single.process_signed(b)]
     assert [s.record.key for s in outgoing.sends] == [v.id.encode() for v in expected]
-    assert outgoing.notes["duplicates"] == sum(v.verdict == "duplicate" for v in expected) > 5
+    assert outgoing.report.verdicts["duplicate"] == sum(v.verdict == "duplicate" for v in expected) > 5
     # Shard 0's record still holds batch 2's answers: committed at it, to be read again after a restart.
     assert outgoing.offsets == {SEQUENCED: 2, ANSWERS[0]: 40, ANSWERS[1]: 8}
 
     last = judge.step({ANSWERS[1]: [Record(8, answer_record(1, 2, 3, answers[1][2:]))]})
 
-    assert last is not None and last.documents == 30
+    assert last is not None and last.report.documents == 30
     assert last.offsets == {SEQUENCED: 3, ANSWERS[0]: 41, ANSWERS[1]: 9}
