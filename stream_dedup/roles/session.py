@@ -50,6 +50,7 @@ from stream_dedup.kafka.assignments import AssignmentNotes
 from stream_dedup.kafka.clients import (
     PRODUCER_TUNING,
     SessionBackoff,
+    assigned_lag,
     group_consumer,
     leave_group,
     transactional_producer,
@@ -244,12 +245,7 @@ class _Session:
         if time.monotonic() - self._last_observed < _OBSERVE_EVERY_SECONDS:
             return
         self._last_observed = time.monotonic()
-        lag = {}
-        for partition in self.consumer.assignment():
-            end = self.consumer.highwater(partition)
-            if end is not None:
-                lag[(partition.topic, partition.partition)] = max(0, end - self.consumer.position(partition))
-        self.events.lag_measured(lag)
+        self.events.lag_measured(assigned_lag(self.consumer))
         self.work.observe(self.events)
 
     def take_over(self, assigned: list[TopicPartition]) -> None:
