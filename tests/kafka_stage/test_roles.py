@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
@@ -127,3 +129,64 @@ def test_three_shards_and_a_judge_reading_a_workers_changelog_publish_the_worker
     assert len(by_shards) == len(by_worker) == len(corpus)
     assert {v["id"]: v for v in by_shards} == {v["id"]: v for v in by_worker}
     assert sum(v["verdict"] == "duplicate" for v in by_worker) > 150
+
+
+def committed_offset(bootstrap: str, group: str, partition: TopicPartition) -> int | None:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return consumer.committed(partition)
+    finally:
+        consumer.close()
+
+
+def commit_offset(bootstrap: str, group: str, partition: TopicPartition, offset: int) -> None:
+    """What ``kafka-consumer-groups.sh --reset-offsets --to-offset`` does, for a group with no member."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.assign([partition])
+        consumer.commit({partition: OffsetAndMetadata(offset, "", -1)})
+    finally:
+        consumer.close()
+
+
+def test_going_from_two_shards_to_three_as_documented_keeps_every_verdict_once_and_the_same(stage: Stage) -> None:
+    """docs/scale-out.md, "Changing the number of shards": a new set rebuilds, then the judges switch."""
+    corpus = make_clustered_corpus(1500, seed=33)
+    messages = document_messages(corpus, partitions=3)
+    old = dict(batch_size=50, index_slots=SLOTS, shards=2)
+    new = dict(old, shards=3, group_id=f"{stage.group_id}-3", sequenced_topic=f"{stage.group_id}.sequenced")
+    with contextlib.ExitStack() as running:
+        running.enter_context(
+            role_threads(
+                stage.settings("signer-1", role="signer", **old),
+                *(stage.settings(f"shard-{k}", role="shard", shard_index=k, **old) for k in range(2)),
+            )
+        )
+        old_judge = contextlib.ExitStack()
+        old_judge.enter_context(role_threads(stage.settings("judge-1", role="judge", **old)))
+        produce(stage.bootstrap, stage.input_topic, messages[:600])
+        read_committed(stage.bootstrap, stage.output_topic, 600, settle=0.5)
+        # 1. The new set rebuilds from the sequenced topic while the old one keeps publishing.
+        running.enter_context(
+            role_threads(*(stage.settings(f"shard-{k}", role="shard", shard_index=k, **new) for k in range(3)))
+        )
+        produce(stage.bootstrap, stage.input_topic, messages[600:1000])
+        # 2. The old judge stops at X; the new one starts from X.
+        old_judge.close()
+        sequenced = TopicPartition(f"{stage.group_id}.sequenced", 0)
+        switch_at = committed_offset(stage.bootstrap, f"{stage.group_id}.judge", sequenced)
+        assert switch_at is not None and switch_at > 0
+        commit_offset(stage.bootstrap, f"{stage.group_id}-3.judge", sequenced, switch_at)
+        running.enter_context(role_threads(stage.settings("judge-1", role="judge", **new)))
+        produce(stage.bootstrap, stage.input_topic, messages[1000:])
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+        # 3. The old shards stop (here with everything else).
+
+    published = [json.loads(r.value) for r in records]
+    assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
+    assert len(published) == len(corpus)
+    config = DetectionConfig(index_slots=SLOTS)
+    batches = sequenced_batches(stage.bootstrap, sequenced.topic, config)
+    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config)
+    # Both sets published: the switch happened mid-stream.
+    assert 0 < switch_at < batches[-1].offset
