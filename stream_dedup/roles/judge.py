@@ -50,10 +50,14 @@ class Judge(RoleWork):
         self.digest = settings.detection.signature_fingerprint()
         self.fingerprint = settings.detection.fingerprint()
         self.sequenced = TopicPartition(settings.sequenced_topic, 0)
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop what was read: the consumer is about to read again from the committed offsets."""
         self.assembly = BatchAssembly(self.digest)
         self.batches: deque[SequencedBatch] = deque()
         #: Per shard, the answer records read and not yet wholly used, with their offsets, in order.
-        self.answers: dict[int, deque[tuple[int, AnswerRecord]]] = {k: deque() for k in range(settings.shards)}
+        self.answers: dict[int, deque[tuple[int, AnswerRecord]]] = {k: deque() for k in range(self.settings.shards)}
         #: Per shard, the sequenced offset its answers have reached.
         self.progress: dict[int, int] = {}
         #: When the oldest batch waiting for answers was read (the merge wait).
@@ -68,6 +72,7 @@ class Judge(RoleWork):
                 f"the judge expects {s.shards} shards but answers_topic {s.answers_topic!r} has {len(partitions)} "
                 "partitions (one per shard): give every role the same shards setting",
             )
+        self._forget()
         for partition in assigned:
             consumer.seek(partition, committed_or_beginning(consumer, partition))
 

@@ -75,3 +75,32 @@ def test_the_judge_waits_for_every_shard_then_commits_what_it_used_up() -> None:
 
     assert last is not None and last.report.documents == 30
     assert last.offsets == {SEQUENCED: 3, ANSWERS[0]: 41, ANSWERS[1]: 9}
+
+
+class _Consumer:
+    """What a take-over asks of the consumer: the answers' partitions, committed offsets, seeks."""
+
+    def __init__(self) -> None:
+        self.seeks: dict[TopicPartition, int] = {}
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {0, 1}
+
+    def committed(self, partition: TopicPartition) -> int:
+        return 5
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        self.seeks[partition] = offset
+
+
+def test_a_take_over_forgets_what_was_read_and_reads_again_from_the_committed_offsets() -> None:
+    judge = Judge(SETTINGS)
+    batch = batches(make_corpus(30, seed=5), 30)[0]
+    judge.step({SEQUENCED: [Record(0, encode_entry(ChangelogEntry(batch, "documents", {}), DIGEST)[0])]})
+    assert len(judge.batches) == 1
+    consumer = _Consumer()
+
+    judge.take_over(consumer, [SEQUENCED, *ANSWERS])  # type: ignore[arg-type]
+
+    assert not judge.batches and not judge.progress
+    assert consumer.seeks == dict.fromkeys([SEQUENCED, *ANSWERS], 5)
