@@ -9,6 +9,7 @@ relay uses the very same options.
 
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,6 +22,9 @@ from kafka.errors import KafkaError, TopicAlreadyExistsError
 from stream_dedup.kafka.assignor import SingleActiveAssignor
 
 log = logging.getLogger(__name__)
+
+#: Longest wait for the partitions of a topic that exists to be described.
+_TOPIC_METADATA_SECONDS = 30.0
 
 #: The transactional producer's tuning (kafka-python's defaults in brackets).
 PRODUCER_TUNING: dict[str, Any] = {
@@ -141,8 +145,16 @@ def ensure_topics(connection: KafkaConnection, topics: list[TopicSpec]) -> dict[
                 )
             for topic in missing:
                 log.info("created topic %s (%d partitions)", topic.name, topic.partitions)
-        described = admin.describe_topics([t.name for t in topics])
-        return {entry["name"]: len(entry["partitions"]) for entry in described}
+        # A topic another process is creating at this very moment exists, but its
+        # partitions may not be described yet: wait for them (the roles of a sharded
+        # stage start together and all create the same topics).
+        deadline = time.monotonic() + _TOPIC_METADATA_SECONDS
+        while True:
+            described = admin.describe_topics([t.name for t in topics])
+            counts = {entry["name"]: len(entry["partitions"]) for entry in described}
+            if all(counts.get(t.name) for t in topics) or time.monotonic() > deadline:
+                return counts
+            time.sleep(0.2)
     finally:
         admin.close()
 
