@@ -76,11 +76,12 @@ install_kustomize() {
         GOFLAGS="-modcacherw ${GOFLAGS:-}" go install "sigs.k8s.io/kustomize/kustomize/v5@$KUSTOMIZE_VERSION"
 }
 
+# The kustomization in $1 (deploy/kubernetes, or deploy/kubernetes/sharded), rendered.
 render_kustomization() {
     if command -v kubectl >/dev/null; then
-        kubectl kustomize deploy/kubernetes
+        kubectl kustomize "$1"
     else
-        "$TOOLS_DIR/bin/kustomize" build deploy/kubernetes
+        "$TOOLS_DIR/bin/kustomize" build "$1"
     fi
 }
 
@@ -121,15 +122,17 @@ promtool test rules "$tmp/alerts_test.yml"
 
 log "kubernetes-validate: manifests (strict) and the rendered kustomization"
 manifests=()
-for file in deploy/kubernetes/*.yaml; do
+for file in deploy/kubernetes/*.yaml deploy/kubernetes/sharded/*.yaml; do
     case "$(basename "$file")" in
         kustomization.yaml|servicemonitor.yaml) ;;   # not Kubernetes API objects / a CRD
         *) manifests+=("$file") ;;
     esac
 done
 "$bin/kubernetes-validate" --strict --quiet "${manifests[@]}"
-render_kustomization >"$tmp/rendered.yaml"
-"$bin/kubernetes-validate" --strict --quiet "$tmp/rendered.yaml"
+for kustomization in deploy/kubernetes deploy/kubernetes/sharded; do
+    render_kustomization "$kustomization" >"$tmp/rendered.yaml"
+    "$bin/kubernetes-validate" --strict --quiet "$tmp/rendered.yaml"
+done
 
 log "docker compose config: docker-compose.yml"
 compose_config -f docker-compose.yml config --quiet

@@ -36,7 +36,18 @@ Method = Literal["minhash", "simhash", "combined"]
 #: parameter a method does not read is left out of its fingerprints, so that
 #: changing it changes no verdict's ``params_fingerprint`` (and the fingerprints
 #: of MinHash indexes stayed what they were before SimHash existed).
-_MINHASH_ONLY = ("threshold", "num_perm", "sketch_bits", "scheme", "bands", "rows_per_band", "min_recall")
+_MINHASH_ONLY = (
+    "threshold",
+    "num_perm",
+    "sketch_bits",
+    "scheme",
+    "bands",
+    "rows_per_band",
+    "min_recall",
+    "index_slots",
+)
+#: Most slots the hot-bucket cap can be split into: a slot is read from the high 16 bits of a content key.
+MAX_INDEX_SLOTS = 1 << 16
 _SIMHASH_ONLY = ("max_hamming", "simhash_weighting")
 #: Settings only the containment search reads: left out of both fingerprints while it is off, so
 #: that an index without containment keeps the fingerprints it had before containment existed.
@@ -93,6 +104,12 @@ class DetectionConfig:
         max_bucket_size: hot-bucket cap (documents per band key; for
             ``simhash``, stored near matches per generation past which a
             document is kept but not entered in the Hamming tables).
+        index_slots: the hot-bucket cap is counted per slot, a hash of the
+            document's content (default 1: over all documents): each of
+            ``index_slots`` slots admits ``ceil(max_bucket_size /
+            index_slots)`` documents per key and generation. What lets an
+            index sharded over N shards (N dividing it) count its caps
+            exactly as one index does (``docs/scale-out.md``).
         max_hamming: ``simhash`` and ``combined``: largest Hamming distance
             (bits of 64) of a duplicate's fingerprint (default 3, at most 16).
         simhash_weighting: ``"set"`` (default: each distinct shingle counts
@@ -134,6 +151,7 @@ class DetectionConfig:
     min_recall: float = 0.99
     verification: Verification = "estimate"
     max_bucket_size: int = 64
+    index_slots: int = 1
     max_hamming: int = 3
     simhash_weighting: Weighting = "set"
     max_documents: int | None = None
@@ -170,6 +188,10 @@ class DetectionConfig:
         if not isinstance(self.max_hamming, int) or not 0 <= self.max_hamming <= MAX_DISTANCE:
             raise ConfigError(
                 "max_hamming", f"must be a whole number from 0 to {MAX_DISTANCE}, got {self.max_hamming!r}"
+            )
+        if not isinstance(self.index_slots, int) or not 1 <= self.index_slots <= MAX_INDEX_SLOTS:
+            raise ConfigError(
+                "index_slots", f"must be a whole number from 1 to {MAX_INDEX_SLOTS}, got {self.index_slots!r}"
             )
         if self.simhash_weighting not in ("set", "frequency"):
             raise ConfigError("simhash_weighting", f"must be 'set' or 'frequency', got {self.simhash_weighting!r}")
@@ -325,6 +347,8 @@ class DetectionConfig:
         settings = {name: value for name, value in asdict(self).items() if name not in unread}
         if self.method == "minhash":
             del settings["method"]
+        if self.index_slots == 1:  # the cap as it was before slots existed: fingerprints stay what they were
+            settings.pop("index_slots", None)
         return _fingerprint({**settings, **self.signature_parameters()})
 
     def signature_fingerprint(self) -> str:

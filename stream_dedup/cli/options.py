@@ -110,6 +110,12 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
         help="hot-bucket cap (default 64)",
     )
     group.add_argument(
+        "--index-slots",
+        type=int,
+        default=defaults.index_slots,
+        help="count the hot-bucket cap per slot of content (default 1); sharded indexes need a multiple of shards",
+    )
+    group.add_argument(
         "--max-hamming",
         type=int,
         default=defaults.max_hamming,

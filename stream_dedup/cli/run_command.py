@@ -15,6 +15,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import BrokersRejectedError
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
 from stream_dedup.ops.runtime import observed_worker
+from stream_dedup.roles.launch import role_runner
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import ConnectionSettings, WorkerSettings
 from stream_dedup.worker.stop_signals import install_stop_signals
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
         # Before any client: kafka-python would report a wrong address and a
         # wrong password alike, as "Unable to bootstrap" after 30 s.
         check_bootstrap_servers(settings.connection())
-        worker = Worker(settings, events)
+        worker = Worker(settings, events) if settings.role == "all" else role_runner(settings, events)
         install_stop_signals(worker)
         try:
             worker.run()

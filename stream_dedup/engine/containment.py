@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stream_dedup.engine.detection import StoredDocuments, matches_of
+from stream_dedup.engine.detection import StoredDocuments, matches_of, optional_sources
 from stream_dedup.engine.pairs import (
     PAIRS_PER_ROUND,
     MeasuredPairs,
@@ -209,7 +209,7 @@ def containment_verdicts(
     for row, match, source, contained, value, similarity in zip(
         rows.tolist(),
         match_ids,
-        sources,
+        optional_sources(sources),
         found.contained[rows].tolist(),
         found.values[rows].tolist(),
         found.similarity[rows].tolist(),

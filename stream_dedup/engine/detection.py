@@ -135,17 +135,14 @@ class DuplicateDetector(ABC):
 
 
 def verdicts_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments, first_seq: int) -> list[Verdict]:
-    """One verdict per row of ``batch``; matches ``>= first_seq`` are earlier rows of the batch itself.
-
-    The ids and sources of stored matches are fetched in one call each.
-    """
+    """One verdict per row of ``batch``; matches ``>= first_seq`` are earlier rows of the batch itself."""
     ids = batch.ids
     verdicts = [Verdict(doc_id, "unique") for doc_id in ids]
     rows = np.flatnonzero(best.seqs >= 0)
     match_ids, sources = matches_of(batch, best.seqs[rows], stored, first_seq)
     distances = best.distances[rows].tolist() if best.distances is not None else [None] * rows.size
     for row, match, score, source, distance in zip(
-        rows.tolist(), match_ids, best.similarity[rows].tolist(), sources, distances, strict=True
+        rows.tolist(), match_ids, best.similarity[rows].tolist(), optional_sources(sources), distances, strict=True
     ):
         verdicts[row] = Verdict(ids[row], "duplicate", match, round(score, 4), source, distance)
     return verdicts
@@ -153,13 +150,21 @@ def verdicts_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments,
 
 def matches_of(
     batch: IndexedBatch, seqs: npt.NDArray[np.int64], stored: StoredDocuments, first_seq: int
-) -> tuple[list[str], list[int | None]]:
-    """Ids and sources (``None`` for ``NO_SOURCE``) of matched documents, stored or earlier rows of ``batch``."""
+) -> tuple[list[str], npt.NDArray[np.uint64]]:
+    """Ids and sources of matched documents, stored or earlier rows of ``batch``.
+
+    The ids and sources of stored matches are fetched in one call each, so
+    this must run before the batch's insert (retention may then evict them).
+    """
     in_batch = seqs >= first_seq
     stored_ids = iter(stored.ids_of(seqs[~in_batch]))
     ids = [
         batch.ids[seq - first_seq] if batched else next(stored_ids)
         for seq, batched in zip(seqs.tolist(), in_batch.tolist(), strict=True)
     ]
-    sources = earlier_values(batch.sources, stored.sources_of, seqs, first_seq)
-    return ids, [None if source == NO_SOURCE else source for source in sources.tolist()]
+    return ids, earlier_values(batch.sources, stored.sources_of, seqs, first_seq)
+
+
+def optional_sources(sources: npt.NDArray[np.uint64]) -> list[int | None]:
+    """``sources`` as a verdict gives them: ``None`` for ``NO_SOURCE``."""
+    return [None if source == NO_SOURCE else source for source in sources.tolist()]

@@ -35,6 +35,7 @@ full 32-bit values make the band keys.
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -53,7 +54,8 @@ from stream_dedup.engine.simhash_detector import SimHashDetector
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import index_keys
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
-from stream_dedup.lsh.index import BandIndex, pairs_within_batch
+from stream_dedup.lsh.index import BandIndex, pairs_within_batch, ranks_within_batch
+from stream_dedup.lsh.retention import Retention
 from stream_dedup.sketch.bit_sketch import bit_agreements, coarsen, estimate_similarity, one_bit_sketches
 from stream_dedup.sketch.simhash import hamming_distance
 from stream_dedup.text import fold_all
@@ -65,9 +67,45 @@ _SEQ_BITS = 40
 _EXACT_MARGIN_ERRORS = 6.0
 
 
+@dataclass(frozen=True)
+class Probe:
+    """What probing a batch found, before anything of it is indexed.
+
+    Attributes:
+        best: each row's best match: a stored document's sequence number
+            (below ``first_seq``), ``first_seq + row`` for an earlier row of
+            the batch, or -1.
+        first_seq: the sequence number the batch's first row gets if it is inserted next.
+        counts: ``(n, bands + 1)`` documents already under each row's keys
+            (newest generation and earlier rows of the batch): what the
+            hot-bucket cap compares with ``max_bucket_size``.
+        pairs: every candidate pair measured, which the containment search
+            judges in turn.
+    """
+
+    best: BestMatches
+    first_seq: int
+    counts: npt.NDArray[np.int64]
+    pairs: MeasuredPairs
+
+
 def make_detector(config: DetectionConfig) -> DuplicateDetector:
     """An empty detector of ``config.method``."""
     return SimHashDetector(config) if config.method == "simhash" else Detector(config)
+
+
+def band_index(config: DetectionConfig, retention: Retention | None = None) -> BandIndex:
+    """An empty index for ``config`` (methods minhash and combined); ``retention`` replaces the config's."""
+    return BandIndex(
+        config.sketch_bits,
+        config.banding(),
+        config.max_bucket_size,
+        config.retention() if retention is None else retention,
+        keep_shingles=config.verification == "exact",
+        keep_fingerprints=config.uses_simhash,
+        keep_set_sizes=config.containment() is not None,
+        slots=config.index_slots,
+    )
 
 
 class Detector(DuplicateDetector):
@@ -89,16 +127,8 @@ class Detector(DuplicateDetector):
         self.simhasher = config.simhasher() if config.uses_simhash else None
         self.banding = config.banding()
         self.exact = config.verification == "exact"
+        self.index = band_index(config) if index is None else index
         containment = config.containment()
-        self.index = index or BandIndex(
-            config.sketch_bits,
-            self.banding,
-            config.max_bucket_size,
-            config.retention(),
-            keep_shingles=self.exact,
-            keep_fingerprints=config.uses_simhash,
-            keep_set_sizes=containment is not None,
-        )
         self.containment = (
             ContainmentSearch(containment, self.index, config.sketch_bits) if containment is not None else None
         )
@@ -138,6 +168,27 @@ class Detector(DuplicateDetector):
 
         With exact verification, the batch must carry its shingle sets.
         """
+        probe = self.probe(batch)
+        verdicts = verdicts_of(batch, probe.best, self.index, probe.first_seq)
+        if self.containment is not None:
+            # Verdicts before the insert: retention may then evict a matched document and its id.
+            found = self.containment.verify(batch.signed, probe.pairs, probe.best.seqs < 0, probe.first_seq)
+            containment_verdicts(verdicts, batch, found, self.index, probe.first_seq)
+            self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
+            self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
+            self.stats.containment_candidates += found.candidates
+        self.insert(batch, probe.counts)
+        self.stats.documents += len(batch.ids)
+        self.stats.duplicates += int(np.count_nonzero(probe.best.seqs >= 0))
+        return verdicts
+
+    def probe(self, batch: IndexedBatch, earlier: npt.NDArray[np.bool_] | None = None) -> Probe:
+        """Each row's best verified match among the stored documents and the earlier rows of the batch.
+
+        ``earlier`` (a mask over the batch's rows) keeps only the earlier rows
+        it marks as possible matches: a shard's own rows, the others being
+        some other shard's to answer for. Changes nothing in the index.
+        """
         if self.exact and batch.signed.shingles is None:
             raise ValueError("exact verification needs the batch's shingle sets")
         if self.simhasher is not None and batch.signed.fingerprints is None:
@@ -147,28 +198,25 @@ class Detector(DuplicateDetector):
         keys = batch.signed.keys
         lookup = self.index.lookup(keys)
         batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
+        if self.index.slots > 1:
+            ranks = ranks_within_batch(keys, self.index.slots)
+        if earlier is not None:
+            kept = earlier[earlier_rows]
+            batch_rows, earlier_rows = batch_rows[kept], earlier_rows[kept]
         first_seq = self.index.next_seq
-        earlier_counts = lookup.newest_counts + ranks
+        counts = lookup.newest_counts + ranks
         if self.containment is None:
             rows = np.concatenate((lookup.rows, batch_rows))
             seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
         else:
-            admitted = earlier_counts < self.config.max_bucket_size
+            admitted = counts < self.index.slot_cap
             rows, seqs = self.containment.candidates(batch, lookup, admitted, first_seq)
         pairs = self._measure(batch.signed, rows, seqs, first_seq)
-        best = self._verify(batch.signed, pairs, first_seq)
-        verdicts = verdicts_of(batch, best, self.index, first_seq)
-        if self.containment is not None:
-            # Verdicts before the insert: retention may then evict a matched document and its id.
-            found = self.containment.verify(batch.signed, pairs, best.seqs < 0, first_seq)
-            containment_verdicts(verdicts, batch, found, self.index, first_seq)
-            self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
-            self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
-            self.stats.containment_candidates += found.candidates
-        self.index.add(batch, earlier_counts)
-        self.stats.documents += len(batch.ids)
-        self.stats.duplicates += int(np.count_nonzero(best.seqs >= 0))
-        return verdicts
+        return Probe(self._verify(batch.signed, pairs, first_seq), first_seq, counts, pairs)
+
+    def insert(self, batch: IndexedBatch, counts: npt.NDArray[np.int64]) -> None:
+        """Index ``batch`` (sequence numbers ``index.next_seq`` onwards), its rows' :attr:`Probe.counts` given."""
+        self.index.add(batch, counts)
 
     def _measure(
         self, batch: SignedBatch, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int

@@ -26,23 +26,29 @@ Record value layout (no pickle)::
              simhash and combined, set sizes with containment on),
              event times, sources, ids
 
-From the header length on, this is :mod:`stream_dedup.kafka.packed_arrays`.
+This is :func:`stream_dedup.kafka.packed_arrays.pack_record`'s layout. The
+same records make the sequenced topic of a sharded stage
+(``docs/scale-out.md``): a batch's place in the order is its record's offset.
 """
 
-import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from stream_dedup.errors import ChangelogError
-from stream_dedup.kafka.packed_arrays import pack, signed_arrays, signed_batch, text_arrays, texts_of, unpack
+from stream_dedup.kafka.packed_arrays import (
+    pack_record,
+    signed_arrays,
+    signed_batch,
+    text_arrays,
+    texts_of,
+    unpack_record,
+)
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 
 MAGIC = b"SDCL"
 #: 2: one-bit sketches, index keys and sources instead of 8-bit signatures.
 FORMAT_VERSION = 2
-#: Magic and format version, before the packed arrays (whose header length follows).
-_PREFIX = struct.Struct("<4sB")
 
 #: Default upper bound of one changelog record value (Kafka's default limit is 1 MB).
 MAX_RECORD_BYTES = 512 * 1024
@@ -65,8 +71,15 @@ class ChangelogEntry:
     final: bool = True
 
 
-def encode_entry(entry: ChangelogEntry, digest: str, max_bytes: int = MAX_RECORD_BYTES) -> list[bytes]:
-    """Record values for ``entry``: one, or several parts when it is larger than ``max_bytes``."""
+def encode_entry(
+    entry: ChangelogEntry, digest: str, max_bytes: int = MAX_RECORD_BYTES, independent: bool = False
+) -> list[bytes]:
+    """Record values for ``entry``: one, or several parts when it is larger than ``max_bytes``.
+
+    ``independent`` makes every part a batch of its own (each ``final``), as
+    the sequenced topic needs: there, several writers append to one
+    partition, so the parts of one writer's batch need not be contiguous.
+    """
     n = len(entry.documents.ids)
     if n <= 1:
         return [_encode_part(entry, digest)]
@@ -75,23 +88,23 @@ def encode_entry(entry: ChangelogEntry, digest: str, max_bytes: int = MAX_RECORD
     starts = list(range(0, n, rows_per_part))
     last = len(starts) - 1
     return [
-        _encode_part(_slice(entry, start, min(n, start + rows_per_part), entry.final and i == last), digest)
+        _encode_part(
+            _slice(entry, start, min(n, start + rows_per_part), independent or (entry.final and i == last)), digest
+        )
         for i, start in enumerate(starts)
     ]
 
 
 def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     """Parse a record value; raises :class:`ChangelogError` if it is not replayable here."""
-    if len(value) < _PREFIX.size or value[:4] != MAGIC:
-        raise ChangelogError("a changelog record is not a stream-dedup changelog record (bad magic)")
-    _, version = _PREFIX.unpack_from(value)
-    if version != FORMAT_VERSION:
-        raise ChangelogError(
-            f"changelog record format {version}; this release reads format {FORMAT_VERSION} only. "
-            "Replay it with the release that wrote it, or point changelog_topic at a new topic "
-            "(the index then starts empty)."
-        )
-    header, arrays = unpack(value, _PREFIX.size)
+    header, arrays = unpack_record(
+        value,
+        MAGIC,
+        FORMAT_VERSION,
+        "changelog",
+        "Replay it with the release that wrote it, or point changelog_topic at a new topic (the index then starts "
+        "empty).",
+    )
     if header["digest"] != digest:
         raise ChangelogError(
             "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
@@ -141,7 +154,7 @@ def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
         "positions": {str(p): o for p, o in sorted(entry.positions.items())},
         "final": entry.final,
     }
-    return b"".join([_PREFIX.pack(MAGIC, FORMAT_VERSION), *pack(header, arrays)])
+    return pack_record(MAGIC, FORMAT_VERSION, header, arrays)
 
 
 def _row_bytes(entry: ChangelogEntry) -> float:

@@ -9,15 +9,22 @@ relay uses the very same options.
 
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
-from kafka.errors import TopicAlreadyExistsError
+from kafka.admin import MemberToRemove
+from kafka.coordinator.assignors.range import RangePartitionAssignor
+from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from stream_dedup.kafka.assignor import SingleActiveAssignor
 
 log = logging.getLogger(__name__)
+
+#: Longest wait for the partitions of a topic that exists to be described.
+_TOPIC_METADATA_SECONDS = 30.0
 
 #: The transactional producer's tuning (kafka-python's defaults in brackets).
 PRODUCER_TUNING: dict[str, Any] = {
@@ -82,14 +89,21 @@ def transactional_producer(
 
 
 def group_consumer(
-    connection: KafkaConnection, group_id: str, instance_id: str, session_timeout_seconds: float, max_poll_records: int
+    connection: KafkaConnection,
+    group_id: str,
+    instance_id: str,
+    session_timeout_seconds: float,
+    max_poll_records: int,
+    single_active: bool = True,
 ) -> KafkaConsumer:
     """The stage's input consumer: static member of ``group_id``, one member holding every partition.
 
     It commits nothing itself (offsets go into the producer's transactions) and
     reads only committed records, so a batch of an aborted transaction upstream
-    is never judged.
+    is never judged. ``single_active=False`` (the signers) spreads the
+    partitions over the members with Kafka's own assignors instead.
     """
+    assignors = [SingleActiveAssignor()] if single_active else [RangePartitionAssignor, RoundRobinPartitionAssignor]
     return KafkaConsumer(
         **connection.options(),
         group_id=group_id,
@@ -97,7 +111,7 @@ def group_consumer(
         enable_auto_commit=False,
         isolation_level="read_committed",
         auto_offset_reset="earliest",
-        partition_assignment_strategy=[SingleActiveAssignor()],
+        partition_assignment_strategy=assignors,
         session_timeout_ms=int(session_timeout_seconds * 1000),
         # Three heartbeats per session timeout, Kafka's usual ratio.
         heartbeat_interval_ms=max(100, int(session_timeout_seconds * 1000 / 3)),
@@ -131,7 +145,58 @@ def ensure_topics(connection: KafkaConnection, topics: list[TopicSpec]) -> dict[
                 )
             for topic in missing:
                 log.info("created topic %s (%d partitions)", topic.name, topic.partitions)
-        described = admin.describe_topics([t.name for t in topics])
-        return {entry["name"]: len(entry["partitions"]) for entry in described}
+        # A topic another process is creating at this very moment exists, but its
+        # partitions may not be described yet: wait for them (the roles of a sharded
+        # stage start together and all create the same topics).
+        deadline = time.monotonic() + _TOPIC_METADATA_SECONDS
+        while True:
+            described = admin.describe_topics([t.name for t in topics])
+            counts = {entry["name"]: len(entry["partitions"]) for entry in described}
+            if all(counts.get(t.name) for t in topics) or time.monotonic() > deadline:
+                return counts
+            time.sleep(0.2)
     finally:
         admin.close()
+
+
+def leave_group(connection: KafkaConnection, group_id: str, instance_id: str) -> None:
+    """Remove a static member from its group at once (closing it does not), so that a standby takes over.
+
+    A failure is logged, not raised: the member's session then times out instead.
+    """
+    try:
+        admin = KafkaAdminClient(**connection.options())
+        try:
+            admin.remove_group_members(group_id, [MemberToRemove(group_instance_id=instance_id)])
+        finally:
+            admin.close()
+    except KafkaError as error:
+        log.warning("could not leave the group (the session times out instead): %r", error)
+
+
+class SessionBackoff:
+    """How long to wait after a session ended in a Kafka error: 1 s, doubling up to 30 s, until one ends well."""
+
+    def __init__(self, first: float = 1.0, most: float = 30.0) -> None:
+        self.first = first
+        self.most = most
+        self._next = first
+
+    def after_failure(self) -> float:
+        """The pause before the next session (the one after doubles)."""
+        seconds = self._next
+        self._next = min(2 * seconds, self.most)
+        return seconds
+
+    def after_success(self) -> None:
+        self._next = self.first
+
+
+def assigned_lag(consumer: KafkaConsumer) -> dict[tuple[str, int], int]:
+    """Records behind the end of each partition the consumer holds, by (topic, partition), from fetch metadata."""
+    behind = {}
+    for partition in consumer.assignment():
+        end = consumer.highwater(partition)
+        if end is not None:
+            behind[(partition.topic, partition.partition)] = max(0, end - consumer.position(partition))
+    return behind

@@ -1,10 +1,13 @@
 """Named numpy arrays as bytes, without pickle: a JSON header with their directory, then their raw buffers.
 
-Two kinds of message are written this way: the changelog's record values
-(:mod:`stream_dedup.kafka.changelog`, behind its magic and version byte) and
-the messages between the worker and its signer processes
-(:mod:`stream_dedup.worker.signer_wire`). Layout::
+Three kinds of message are written this way: Kafka record values behind a
+magic and a format version (:func:`pack_record`: the changelog and sequenced
+records of :mod:`stream_dedup.kafka.changelog`, the shards' answers of
+:mod:`stream_dedup.kafka.answers`) and the messages between the worker and
+its signer processes (:mod:`stream_dedup.worker.signer_wire`). Layout::
 
+    magic    4 bytes naming the record kind (records only)
+    u8       format version (records only)
     u32      header length (little-endian)
     header   UTF-8 JSON: the caller's fields, plus "arrays": [[name, dtype, shape], ...]
     arrays   raw bytes of each array in the directory's order, back to back
@@ -23,10 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from stream_dedup.errors import ChangelogError
 from stream_dedup.lsh.generation import SignedBatch
 from stream_dedup.text.shingle_sets import ShingleSets
 
 HEADER_LENGTH = struct.Struct("<I")
+#: A record's magic and format version, before its header length.
+_RECORD_PREFIX = struct.Struct("<4sB")
 
 NamedArrays = Sequence[tuple[str, np.ndarray]]
 
@@ -54,6 +60,27 @@ def unpack(message: bytes | memoryview, offset: int = 0) -> tuple[dict[str, Any]
         position += array.nbytes
         arrays[str(name)] = array
     return header, arrays
+
+
+def pack_record(magic: bytes, version: int, fields: Mapping[str, Any], arrays: NamedArrays) -> bytes:
+    """A record value of kind ``magic`` and format ``version`` holding ``fields`` (JSON-able) and ``arrays``."""
+    return b"".join([_RECORD_PREFIX.pack(magic, version), *pack(fields, arrays)])
+
+
+def unpack_record(
+    value: bytes, magic: bytes, version: int, kind: str, advice: str
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The fields and the arrays of a record value of kind ``magic`` and format ``version``.
+
+    Raises :class:`ChangelogError` naming the ``kind`` of record otherwise
+    (with ``advice`` for another version): nothing is read as what it is not.
+    """
+    if len(value) < _RECORD_PREFIX.size or value[:4] != magic:
+        raise ChangelogError(f"a {kind} record is not a stream-dedup {kind} record (bad magic)")
+    _, found = _RECORD_PREFIX.unpack_from(value)
+    if found != version:
+        raise ChangelogError(f"{kind} record format {found}; this release reads format {version} only. {advice}")
+    return unpack(value, _RECORD_PREFIX.size)
 
 
 def signed_arrays(signed: SignedBatch) -> list[tuple[str, np.ndarray]]:

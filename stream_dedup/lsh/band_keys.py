@@ -63,5 +63,14 @@ def content_keys(sketches: npt.NDArray[np.uint8]) -> KeyArray:
     return _odd_32_bits(fmix64(keys))
 
 
+def content_slots(keys: KeyArray, slots: int) -> npt.NDArray[np.intp]:
+    """Each row's slot of ``slots``: the high half of its content key (the keys' last column) mod ``slots``.
+
+    The high half is what the index stores of every key, so a stored
+    document's slot is known without its key; exact copies share a slot.
+    """
+    return ((keys[:, -1] >> np.uint32(16)) % np.uint32(slots)).astype(np.intp)
+
+
 def _odd_32_bits(mixed: Uint64Array) -> KeyArray:
     return ((mixed >> U64(32)) | U64(1)).astype(np.uint32)

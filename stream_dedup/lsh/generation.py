@@ -63,6 +63,15 @@ class SignedBatch:
             self.set_sizes[start:stop] if self.set_sizes is not None else None,
         )
 
+    def take(self, rows: npt.NDArray[np.intp]) -> "SignedBatch":
+        """The given rows of every part, in the order given."""
+        return SignedBatch(
+            self.sketches[rows],
+            self.keys[rows],
+            self.shingles.take(rows) if self.shingles is not None else None,
+            self.fingerprints[rows] if self.fingerprints is not None else None,
+        )
+
     @classmethod
     def concat(cls, parts: Sequence["SignedBatch"]) -> "SignedBatch":
         """The batches one after the other (all signed under the same settings)."""
@@ -98,6 +107,12 @@ class IndexedBatch:
     event_times: npt.NDArray[np.float64]
     sources: npt.NDArray[np.uint64]
 
+    def take(self, rows: npt.NDArray[np.intp]) -> "IndexedBatch":
+        """The given rows, in the order given (a shard's own documents of a batch)."""
+        return IndexedBatch(
+            [self.ids[row] for row in rows.tolist()], self.signed.take(rows), self.event_times[rows], self.sources[rows]
+        )
+
 
 class Generation:
     """Sketches, keys, sources, ids and band tables of a run of consecutive documents."""
@@ -130,6 +145,10 @@ class Generation:
 
     def __len__(self) -> int:
         return len(self.sketches)
+
+    @property
+    def ids_full(self) -> bool:
+        return self.ids.full
 
     @property
     def nbytes(self) -> int:

@@ -313,6 +313,10 @@ class _Generation:
         return len(self.fingerprints)
 
     @property
+    def ids_full(self) -> bool:
+        return self.ids.full
+
+    @property
     def nbytes(self) -> int:
         return self.fingerprints.nbytes + self.sources.nbytes + self.ids.nbytes + self.runs.nbytes
 

@@ -12,7 +12,11 @@ At most ``max_bucket_size`` documents are entered under one key of one band
 per generation; later ones are not entered in that band (they stay in their
 other bands and are still found through the earliest ``max_bucket_size``
 ones, which is where a tie-break to the earliest match looks anyway). Such
-skips are counted in :attr:`BandIndex.hot_bucket_skips`.
+skips are counted in :attr:`BandIndex.hot_bucket_skips`. With ``slots`` > 1
+the cap is counted per slot (``band_keys.content_slots``, a hash of the
+document's content): each slot admits ``ceil(max_bucket_size / slots)``
+documents per key, so that an index split by slot over shards counts every
+cap exactly as the whole index would (``engine.sharding``).
 
 **Exact copies are always found.** Besides the bands, every generation keeps
 one more table, under each document's content key (``lsh.band_keys``),
@@ -32,7 +36,7 @@ import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
-from stream_dedup.lsh.band_keys import KeyArray
+from stream_dedup.lsh.band_keys import KeyArray, content_slots
 from stream_dedup.lsh.band_table import IntArray
 from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
@@ -71,14 +75,21 @@ class BandIndex:
         keep_shingles: bool = False,
         keep_fingerprints: bool = False,
         keep_set_sizes: bool = False,
+        slots: int = 1,
     ) -> None:
         """``keep_shingles`` (exact verification), ``keep_fingerprints`` (the combined method) and
-        ``keep_set_sizes`` (containment) store those too."""
+        ``keep_set_sizes`` (containment) store those too.
+
+        ``slots``: how many slots the hot-bucket cap is counted in (see above).
+        """
         if max_bucket_size < 1:
             raise ConfigError("max_bucket_size", f"must be at least 1, got {max_bucket_size}")
         self.sketch_bytes = sketch_bits // 8
         self.banding = banding
         self.max_bucket_size = max_bucket_size
+        self.slots = slots
+        #: Documents one slot admits under one key of one table per generation.
+        self.slot_cap = -(-max_bucket_size // slots)
         self.keep_shingles = keep_shingles
         self.keep_fingerprints = keep_fingerprints
         self.keep_set_sizes = keep_set_sizes
@@ -122,6 +133,9 @@ class BandIndex:
             seqs.append(local.astype(np.int64) + generation.base_seq)
             tables.append(query % bands)
             if generation is self.generations[-1]:
+                if self.slots > 1:  # the cap counts only the documents of the row's own slot
+                    stored_slots = generation.key_highs.values[local, -1] % self.slots
+                    query = query[stored_slots == content_slots(keys, self.slots)[query // bands]]
                 newest_counts = np.bincount(query, minlength=n * bands)
         return Lookup(
             np.concatenate(rows), np.concatenate(seqs), newest_counts.reshape(n, bands), np.concatenate(tables)
@@ -170,11 +184,12 @@ class BandIndex:
     def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
-        ``earlier_counts[row, table]`` is how many documents already sit under
-        that key in the newest generation plus how many earlier rows of the
-        batch share it: a row is entered in a table only below the cap.
+        ``earlier_counts[row, table]`` is how many documents (of the row's
+        slot) already sit under that key in the newest generation plus how
+        many earlier rows of the batch (of its slot) share it: a row is
+        entered in a table only below the cap.
         """
-        admit = earlier_counts < self.max_bucket_size
+        admit = earlier_counts < self.slot_cap
         self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
         self.generations[-1].add(batch, admit)
         self.history.note_event_times(batch.event_times)
@@ -205,9 +220,45 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, 
     would hold no more), and ``ranks[row, band]`` is how many earlier rows of
     the batch share that row's key in that band.
     """
+    groups = _key_groups(keys)
+    partners = np.minimum(groups.sharing - groups.group_start, max_bucket_size)
+    owner = np.repeat(groups.sharing, partners)
+    offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
+    partner = np.repeat(groups.group_start, partners) + offset
+    return groups.flat_order[owner], groups.flat_order[partner], groups.ranks
+
+
+def ranks_within_batch(keys: KeyArray, slots: int) -> npt.NDArray[np.int64]:
+    """``ranks[row, table]``: earlier rows of the batch sharing the row's key in that table *and its slot*."""
+    slot = content_slots(keys, slots).astype(U64)
+    # (key, slot) pairs numbered densely, so that with the row number they still fit 64 bits.
+    _, group_ids = np.unique((keys.astype(U64) << U64(16)) | slot[:, None], return_inverse=True)
+    return _key_groups(group_ids.reshape(keys.shape)).ranks
+
+
+@dataclass(frozen=True)
+class _KeyGroups:
+    """Per table, the rows of a batch grouped by key, rows in order within each group.
+
+    Positions are flat: ``table * n + position in the table's grouped order``.
+
+    Attributes:
+        flat_order: the row at each position.
+        sharing: the positions of rows that are not the first under their key
+            (few, in a stream: the rest is computed for those alone).
+        group_start: where the group of each of ``sharing`` starts.
+        ranks: ``(n, tables)``, how many earlier rows share each row's key.
+    """
+
+    flat_order: IntArray
+    sharing: IntArray
+    group_start: IntArray
+    ranks: npt.NDArray[np.int64]
+
+
+def _key_groups(keys: npt.NDArray[np.unsignedinteger] | npt.NDArray[np.intp]) -> _KeyGroups:
     n, bands = keys.shape
-    # Per band, rows grouped by key with rows in order inside each group: one plain sort of
-    # (key, row) pairs packed into one integer (a stable argsort of the keys is a slow merge sort).
+    # One plain sort of (key, row) pairs packed into one integer (a stable argsort of the keys is a slow merge sort).
     row_bits = U64(max(1, (n - 1).bit_length()))
     packed = keys.T.astype(U64, order="C") << row_bits
     packed |= np.arange(n, dtype=U64)
@@ -216,18 +267,10 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, 
     packed >>= row_bits
     new_key = np.ones((bands, n), dtype=bool)
     np.not_equal(packed[:, 1:], packed[:, :-1], out=new_key[:, 1:])
-    # Flat index f = band * n + position in the band's sorted order. Only a row that is not
-    # the first under its key has earlier rows sharing it (few, in a stream): the rest is
-    # computed for those alone.
     flat_order = order.reshape(-1)
     sharing = np.flatnonzero(~new_key)
     group_starts = np.flatnonzero(new_key)
     group_start = group_starts[np.searchsorted(group_starts, sharing, side="right") - 1]
-    rank = sharing - group_start
     ranks = np.zeros((bands, n), dtype=np.int64)
-    ranks.reshape(-1)[sharing - sharing % n + flat_order[sharing]] = rank
-    partners = np.minimum(rank, max_bucket_size)
-    owner = np.repeat(sharing, partners)
-    offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
-    partner = np.repeat(group_start, partners) + offset
-    return flat_order[owner], flat_order[partner], ranks.T
+    ranks.reshape(-1)[sharing - sharing % n + flat_order[sharing]] = sharing - group_start
+    return _KeyGroups(flat_order, sharing, group_start, ranks.T)

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
-from stream_dedup.lsh.arena import IdArena
+from stream_dedup.lsh.arena import ID_BYTES_PER_GENERATION
 
 #: Generations retention keeps: eviction frees about 1/this of the index at once.
 GENERATIONS_PER_RETENTION = 4
@@ -55,9 +55,13 @@ class Generation(Protocol):
     base_seq: int
     first_event_time: float
     last_event_time: float
-    ids: IdArena
 
     def __len__(self) -> int: ...
+
+    @property
+    def ids_full(self) -> bool:
+        """Whether its ids passed :data:`~stream_dedup.lsh.arena.ID_BYTES_PER_GENERATION` (it must be sealed)."""
+        ...
 
 
 G = TypeVar("G", bound=Generation)
@@ -104,24 +108,31 @@ class GenerationList(Generic[G]):
         newest = self.newest
         limit = self.retention.max_documents
         max_age = self.retention.max_age_seconds
-        full = (self.capacity is not None and len(newest) >= self.capacity) or newest.ids.full
+        full = (self.capacity is not None and len(newest) >= self.capacity) or newest.ids_full
         aged = (
             max_age is not None
             and newest.last_event_time - newest.first_event_time >= max_age / GENERATIONS_PER_RETENTION
         )
-        sealed = None
-        if full or aged:
-            sealed = newest
-            self.items.append(self._open(self.next_seq, self.capacity))
+        sealed = self.seal() if full or aged else None
         while len(self.items) > 1:
             oldest = self.items[0]
             too_many = limit is not None and len(self) - len(oldest) >= limit
             too_old = max_age is not None and oldest.last_event_time < self.newest_event_time - max_age
             if not (too_many or too_old):
                 break
-            self.evicted_documents += len(oldest)
-            del self.items[0]
+            self.evict_oldest()
         return sealed
+
+    def seal(self) -> G:
+        """Open a new newest generation; return the one it replaces."""
+        sealed = self.newest
+        self.items.append(self._open(self.next_seq, self.capacity))
+        return sealed
+
+    def evict_oldest(self) -> None:
+        """Forget the oldest generation (there must be another)."""
+        self.evicted_documents += len(self.items[0])
+        del self.items[0]
 
     def locate(self, seqs: npt.NDArray[np.int64]) -> list[tuple[G, IntArray, IntArray]]:
         """Split sequence numbers by generation: ``(generation, positions in seqs, local numbers)``."""
@@ -144,3 +155,36 @@ class GenerationList(Generic[G]):
         for generation, positions, local in self.locate(seqs):
             out[positions] = column(generation)[local]
         return out
+
+
+class Stretch:
+    """A generation measured but not stored: its documents, id bytes and event times.
+
+    A shard stores only the documents it owns, yet must open, seal and evict
+    its generations at the very batches one index of the whole stream would
+    (``engine.sharding``). It keeps a :class:`GenerationList` of stretches fed
+    with every batch of the stream, lets that list decide, and does the same.
+    """
+
+    def __init__(self, base_seq: int, capacity: int | None = None) -> None:
+        """``capacity`` is not needed: nothing is stored."""
+        self.base_seq = base_seq
+        self.documents = 0
+        self.id_bytes = 0
+        self.first_event_time = float("inf")
+        self.last_event_time = float("-inf")
+
+    def __len__(self) -> int:
+        return self.documents
+
+    @property
+    def ids_full(self) -> bool:
+        return self.id_bytes >= ID_BYTES_PER_GENERATION
+
+    def add(self, ids: list[str], event_times: npt.NDArray[np.float64]) -> None:
+        """Measure a batch as :meth:`lsh.generation.Generation.add` would store it."""
+        self.documents += len(ids)
+        self.id_bytes += sum(len(doc_id.encode("utf-8")) for doc_id in ids)
+        if event_times.size:
+            self.first_event_time = min(self.first_event_time, float(event_times.min()))
+            self.last_event_time = max(self.last_event_time, float(event_times.max()))

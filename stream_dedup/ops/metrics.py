@@ -183,6 +183,24 @@ class WorkerMetrics:
             "stream_dedup_last_commit_timestamp_seconds", "Unix time of the last committed transaction.", registry=r
         )
 
+        self.stage_role = Gauge(
+            "stream_dedup_stage_role",
+            "Constant 1; the labels say which part of the stage the process runs (all, signer, shard, judge).",
+            ["stage_role", "shard"],
+            registry=r,
+        )
+        self.role_documents = Counter(
+            "stream_dedup_role_documents_total",
+            "Documents a role of a sharded stage signed, answered for or judged, in committed steps.",
+            ["stage_role"],
+            registry=r,
+        )
+        self.merge_wait = Gauge(
+            "stream_dedup_merge_wait_seconds",
+            "The judge: how long the oldest batch read has waited for every shard's answers (0: none waits).",
+            registry=r,
+        )
+
         for verdict in _VERDICTS:
             self.documents.labels(verdict)
         for reason in DEAD_LETTER_REASONS:

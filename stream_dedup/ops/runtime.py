@@ -12,7 +12,7 @@ from stream_dedup.ops.http import Health, OpsServer
 from stream_dedup.ops.logs import configure_logging
 from stream_dedup.ops.metrics import WorkerMetrics, observe_many
 from stream_dedup.ops.status import MetricsHistory, RecentDuplicates
-from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
+from stream_dedup.worker.events import BatchReport, Role, StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 
 log = logging.getLogger("stream_dedup.ops")
@@ -48,6 +48,8 @@ class MetricsEvents(WorkerEvents):
             m.documents.labels(verdict).inc(count)
         for reason, count in report.dead_letters.items():
             m.dead_letters.labels(reason).inc(count)
+        # The single-process stage is every role at once: its documents count as the role "all".
+        m.role_documents.labels("all").inc(sum(report.verdicts.values()))
         m.batch_duration.observe(report.seconds)
         m.batch_documents.observe(report.records)
         observe_many(m.end_to_end_latency, report.latencies)
@@ -106,6 +108,23 @@ class MetricsEvents(WorkerEvents):
     def snapshot_failed(self, reason: str) -> None:
         self.metrics.snapshot_failures.inc()
 
+    def step_committed(self, report: StepReport, seconds: float) -> None:
+        m = self.metrics
+        m.role_documents.labels(report.role).inc(report.documents)
+        for verdict, count in report.verdicts.items():
+            m.documents.labels(verdict).inc(count)
+        for reason, count in report.dead_letters.items():
+            m.dead_letters.labels(reason).inc(count)
+        m.batch_duration.observe(seconds)
+        m.transactions.labels("committed").inc()
+        m.last_commit.set(time.time())
+        if report.indexed_documents is not None and report.index_bytes is not None:
+            m.indexed_documents.set(report.indexed_documents)
+            m.index_bytes.set(report.index_bytes)
+
+    def merge_waited(self, seconds: float) -> None:
+        self.metrics.merge_wait.set(seconds)
+
 
 def _count_increase(counter: Counter, last: int | None, total: int) -> int:
     """Add ``total - last`` to ``counter`` when positive; return ``total`` as the new ``last``."""
@@ -120,6 +139,7 @@ def observed_worker(settings: WorkerSettings, version: str) -> Iterator[MetricsE
     configure_logging(settings.log_level, settings.log_format)
     metrics = WorkerMetrics()
     metrics.set_build_info(settings.detection, version)
+    metrics.stage_role.labels(settings.role, str(settings.shard_index) if settings.role == "shard" else "").set(1)
     events = MetricsEvents(metrics, Health())
     server = None
     if settings.metrics_port:

@@ -18,26 +18,21 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from kafka import KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.engine.detection import DuplicateDetector
-from stream_dedup.engine.documents import Refusal
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import PRODUCER_TUNING
 from stream_dedup.kafka.messages import (
     DeadLetter,
-    Source,
     added_headers,
-    source_of,
-    source_pointer,
     verdict_value,
 )
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits, fitted
-from stream_dedup.lsh.generation import IndexedBatch
 from stream_dedup.worker.events import BatchReport, PublishedDuplicate
 from stream_dedup.worker.signing import SignedRecords
 
@@ -61,14 +56,6 @@ class Destinations:
 
     def limit(self, topic: str) -> SizeLimit:
         return self.limits.get(topic) or SizeLimit()
-
-
-class _Document(NamedTuple):
-    """A record that holds a document: its id, where it came from, the record itself (forwarded if unique)."""
-
-    id: str
-    source: Source
-    record: Any
 
 
 @dataclass(frozen=True)
@@ -96,13 +83,7 @@ def publish_batch(
     must then treat the detector as dirty (it already indexed the batch).
     """
     records = batch.records
-    documents: list[_Document] = []
-    letters: list[DeadLetter] = []
-    for record, outcome in zip(records, batch.outcomes, strict=True):
-        if isinstance(outcome, Refusal):
-            letters.append(DeadLetter(outcome.reason, outcome.detail, source_of(record), record))
-        else:
-            documents.append(_Document(outcome, source_of(record), record))
+    documents, indexed, letters = batch.split()
     input_topic = records[0].topic
     after = dict(positions)
     for record in records:
@@ -113,12 +94,6 @@ def publish_batch(
     send = _Sender(producer, destinations)
     verdict_counts: Counter[str] = Counter()
     duplicates: list[PublishedDuplicate] = []
-    indexed = IndexedBatch(
-        [d.id for d in documents],
-        batch.signed,
-        np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64),
-        np.array([source_pointer(d.source) for d in documents], dtype=np.uint64),
-    )
     if documents:
         verdicts = detector.process_signed(indexed)
         fingerprint = detector.config.fingerprint()

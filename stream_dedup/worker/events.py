@@ -7,7 +7,7 @@ worker runs the same without them (in tests, in benchmarks).
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -69,6 +69,26 @@ class BatchReport:
         return sum(self.verdicts.values()) + sum(self.dead_letters.values())
 
 
+@dataclass(frozen=True)
+class StepReport:
+    """One committed step of a role of a sharded stage (``docs/scale-out.md``).
+
+    Attributes:
+        role: ``signer``, ``shard`` or ``judge``.
+        documents: documents the step signed, answered for, or judged.
+        verdicts: the judge's verdicts, by kind.
+        dead_letters: the signer's dead letters, by reason.
+        indexed_documents, index_bytes: a shard's index after the step.
+    """
+
+    role: str
+    documents: int
+    verdicts: Counter[str] = field(default_factory=Counter)
+    dead_letters: Counter[str] = field(default_factory=Counter)
+    indexed_documents: int | None = None
+    index_bytes: int | None = None
+
+
 class WorkerEvents:
     """Hooks called by the worker; override the ones you need."""
 
@@ -120,3 +140,9 @@ class WorkerEvents:
 
     def snapshot_failed(self, reason: str) -> None:
         """Writing a snapshot failed (the previous ones are kept)."""
+
+    def step_committed(self, report: StepReport, seconds: float) -> None:
+        """A role's step was committed, ``seconds`` after its poll."""
+
+    def merge_waited(self, seconds: float) -> None:
+        """The judge: its oldest batch read has waited ``seconds`` for every shard's answers."""

@@ -21,6 +21,8 @@ from stream_dedup.worker.cores import default_signing_processes
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 LogFormat = Literal["auto", "json", "text"]
+#: What a process runs: the whole stage, or one role of a sharded stage (``docs/scale-out.md``).
+StageRole = Literal["all", "signer", "shard", "judge"]
 _KAFKA_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 #: More signers than this cannot help one worker (its own share of a batch bounds the rate).
 _MAX_SIGNING_PROCESSES = 64
@@ -143,18 +145,31 @@ class WorkerSettings(ConnectionSettings):
     )
     metrics_port: int = _setting(9400, "port of the status page /, /metrics, /healthz, /readyz (0: off)")
     log_level: str = _setting("INFO", "DEBUG, INFO, WARNING or ERROR")
+    role: StageRole = _setting(
+        "all", "all (one process, the default), or one role of a sharded stage: signer, shard or judge"
+    )
+    shards: int = _setting(1, "sharded stage: number of shards (must divide index_slots)")
+    shard_index: int = _setting(0, "role shard: which shard this process is, 0 to shards - 1")
+    #: Empty until ``__post_init__`` fills in the defaults, which depend on ``group_id``.
+    sequenced_topic: str = _setting(
+        "", "sharded stage: the one-partition log of signed batches (default GROUP_ID.sequenced)"
+    )
+    answers_topic: str = _setting("", "sharded stage: the shards' answers, a partition each (default GROUP_ID.answers)")
     log_format: LogFormat = _setting("auto", "json, text, or auto (text on a terminal, else json)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not self.changelog_topic:
-            object.__setattr__(self, "changelog_topic", f"{self.group_id}.changelog")
+        for name in ("changelog", "sequenced", "answers"):
+            if not getattr(self, f"{name}_topic"):
+                object.__setattr__(self, f"{name}_topic", f"{self.group_id}.{name}")
         self._check_names()
         self._check_numbers()
         self._check_choices()
+        self._check_roles()
 
     def _check_names(self) -> None:
-        for name in ("input_topic", "output_topic", "dead_letter_topic", "changelog_topic", "unique_topic", "group_id"):
+        names = ("input_topic", "output_topic", "dead_letter_topic", "changelog_topic", "unique_topic", "group_id")
+        for name in (*names, "sequenced_topic", "answers_topic"):
             value = getattr(self, name)
             if value is not None and not _KAFKA_NAME.match(value):
                 raise ConfigError(name, f"{value!r} is not a valid Kafka name (letters, digits, '.', '_', '-')")
@@ -212,16 +227,57 @@ class WorkerSettings(ConnectionSettings):
         choices: dict[str, tuple[str, ...]] = {
             "input_format": ("json", "text"),
             "log_format": ("auto", "json", "text"),
+            "role": typing.get_args(StageRole),
             "log_level": ("DEBUG", "INFO", "WARNING", "ERROR"),
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
 
+    def _check_roles(self) -> None:
+        if self.shards < 1:
+            raise ConfigError("shards", f"must be at least 1, got {self.shards}")
+        if not 0 <= self.shard_index < self.shards:
+            raise ConfigError(
+                "shard_index", f"must be from 0 to shards - 1 = {self.shards - 1}, got {self.shard_index}"
+            )
+        if self.detection.index_slots % self.shards:
+            raise ConfigError(
+                "shards",
+                f"{self.shards} shards must divide index_slots={self.detection.index_slots} (the hot-bucket cap is "
+                "counted per slot, each living on one shard): set index_slots to a multiple of every shard count "
+                "you may run, such as 12 or 60, when the index is first built",
+            )
+        if self.role == "all":
+            return
+        if self.detection.method == "simhash":
+            raise ConfigError("method", f"role {self.role}: the simhash method cannot be sharded yet")
+        if self.detection.containment_threshold is not None:
+            raise ConfigError(
+                "containment_threshold", f"role {self.role}: the containment search cannot be sharded yet"
+            )
+        if self.unique_topic is not None:
+            raise ConfigError("unique_topic", f"role {self.role}: forwarding unique documents needs role all for now")
+        topics = {"input_topic": self.input_topic, "output_topic": self.output_topic}
+        for name, topic in topics.items():
+            if topic in (self.sequenced_topic, self.answers_topic):
+                raise ConfigError(name, f"must differ from sequenced_topic and answers_topic ({topic!r})")
+        if self.sequenced_topic == self.answers_topic:
+            raise ConfigError("answers_topic", "must differ from sequenced_topic")
+
+    @property
+    def role_group_id(self) -> str:
+        """The consumer group of this process's role: one per role, one per shard."""
+        if self.role == "all":
+            return self.group_id
+        if self.role == "shard":
+            return f"{self.group_id}.shard-{self.shard_index}"
+        return f"{self.group_id}.{self.role}s" if self.role == "signer" else f"{self.group_id}.{self.role}"
+
     @property
     def transactional_id(self) -> str:
-        """Stable per replica, so a restarted replica fences its former self and aborts its open transaction."""
-        return f"{self.group_id}-{self.instance_id}"
+        """Stable per replica (and role), so a restarted replica fences its former self and aborts its transaction."""
+        return f"{self.role_group_id}-{self.instance_id}"
 
     def connection(self, client_id: str | None = None) -> KafkaConnection:
         """The stage's clients are named after the replica (``stream-dedup-INSTANCE_ID``)."""

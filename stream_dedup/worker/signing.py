@@ -16,12 +16,22 @@ be signed becomes a dead letter.
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.documents import Refusal, internal_error
-from stream_dedup.kafka.messages import InputDocument, InputReading, read_record
-from stream_dedup.lsh.generation import SignedBatch
+from stream_dedup.kafka.messages import (
+    DeadLetter,
+    InputDocument,
+    InputReading,
+    Source,
+    read_record,
+    source_of,
+    source_pointer,
+)
+from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +52,31 @@ class SignedRecords:
     records: list[Any]
     outcomes: list[Outcome]
     signed: SignedBatch
+
+    def split(self) -> tuple[list["ReadDocument"], IndexedBatch, list[DeadLetter]]:
+        """The records that hold a document, those documents as the index takes them, and the dead letters."""
+        documents: list[ReadDocument] = []
+        letters: list[DeadLetter] = []
+        for record, outcome in zip(self.records, self.outcomes, strict=True):
+            if isinstance(outcome, Refusal):
+                letters.append(DeadLetter(outcome.reason, outcome.detail, source_of(record), record))
+            else:
+                documents.append(ReadDocument(outcome, source_of(record), record))
+        indexed = IndexedBatch(
+            [d.id for d in documents],
+            self.signed,
+            np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64),
+            np.array([source_pointer(d.source) for d in documents], dtype=np.uint64),
+        )
+        return documents, indexed, letters
+
+
+class ReadDocument(NamedTuple):
+    """A record that holds a document: its id, where it came from, the record itself (forwarded if unique)."""
+
+    id: str
+    source: Source
+    record: Any
 
 
 def read_and_sign(records: Sequence[Any], reading: InputReading, signer: DuplicateDetector) -> SignedRecords:

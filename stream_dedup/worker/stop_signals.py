@@ -4,13 +4,22 @@ import logging
 import os
 import signal
 import threading
+from typing import Protocol
 
-from stream_dedup.worker.loop import Worker
+from stream_dedup.worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
 
-def install_stop_signals(worker: Worker) -> None:
+class Stoppable(Protocol):
+    """What a signal stops: the worker, or a role of a sharded stage."""
+
+    settings: WorkerSettings
+
+    def request_stop(self) -> None: ...
+
+
+def install_stop_signals(worker: Stoppable) -> None:
     """SIGTERM and SIGINT ask the worker to stop; past the grace period the process exits regardless."""
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -97,3 +97,27 @@ def test_compose_prometheus_mounts_the_rules() -> None:
     service = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]["prometheus"]
     assert "./deploy/prometheus:/etc/prometheus:ro" in service["volumes"]
     assert "--config.file=/etc/prometheus/prometheus.yml" in service["command"]
+
+
+def test_compose_sharded_profile_runs_each_role_with_valid_settings_of_its_own() -> None:
+    import json
+
+    from stream_dedup.cli.settings_sources import resolve_settings
+
+    result = run(docker_compose(), "-f", str(COMPOSE), "--profile", "sharded", "config", "--format", "json")
+    assert_ok(result)
+    model = json.loads(result.stdout)
+    roles = {name: s for name, s in model["services"].items() if "sharded" in s.get("profiles", [])}
+    settings = {name: resolve_settings({}, service["environment"]) for name, service in roles.items()}
+    assert sorted(s.role for s in settings.values()) == ["judge", "shard", "shard", "signer"]
+    shards = [s for s in settings.values() if s.role == "shard"]
+    assert sorted(s.shard_index for s in shards) == list(range(shards[0].shards))
+    assert len({s.instance_id for s in settings.values()}) == len(settings)
+    single = model["services"]["stream-dedup-1"]["environment"]
+    for name, service in roles.items():
+        # Its own deployment beside the single-process one: other groups, topics and verdicts.
+        assert settings[name].group_id != single["STREAM_DEDUP_GROUP_ID"]
+        assert settings[name].output_topic != single["STREAM_DEDUP_OUTPUT_TOPIC"]
+        assert all(port.get("host_ip") == "127.0.0.1" for port in service.get("ports", []))
+        grace = int(re.fullmatch(r"(\d+)s", service["stop_grace_period"]).group(1))  # type: ignore[union-attr]
+        assert grace > settings[name].shutdown_grace_seconds

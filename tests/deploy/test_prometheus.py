@@ -108,6 +108,7 @@ def test_required_alerts_exist() -> None:
         "StreamDedupNoStandby",
         "StreamDedupNoActive",
         "StreamDedupTransactionAborts",
+        "StreamDedupShardLagging",
     } <= names
 
 

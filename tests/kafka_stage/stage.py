@@ -21,6 +21,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import DuplicateDetector, make_detector
+from stream_dedup.roles.launch import role_runner
+from stream_dedup.roles.session import RoleRunner
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
 
@@ -96,6 +98,36 @@ def worker_thread(
     assert not thread.is_alive(), "the worker did not stop within 60 s"
     if failure:
         raise failure[0]
+
+
+@contextlib.contextmanager
+def role_threads(*settings: WorkerSettings) -> Iterator[list[RoleRunner]]:
+    """Roles of a sharded stage, each running in a thread of the test process, stopped at the end."""
+    runners = [role_runner(s) for s in settings]
+    failures: list[BaseException] = []
+
+    def run(runner: RoleRunner) -> None:
+        try:
+            runner.run()
+        except BaseException as error:
+            failures.append(error)
+
+    threads = [
+        threading.Thread(target=run, args=(r,), name=f"{r.settings.role}-{r.settings.instance_id}", daemon=True)
+        for r in runners
+    ]
+    for thread in threads:
+        thread.start()
+    try:
+        yield runners
+    finally:
+        for runner in runners:
+            runner.request_stop()
+        for thread in threads:
+            thread.join(60)
+    assert not any(thread.is_alive() for thread in threads), "a role did not stop within 60 s"
+    if failures:
+        raise failures[0]
 
 
 class WorkerProcess:

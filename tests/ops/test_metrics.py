@@ -48,6 +48,9 @@ CONTRACT = [
     ("signing_wait", "stream_dedup_signing_wait_seconds_total", "counter", ()),
     ("signer_restarts", "stream_dedup_signer_restarts_total", "counter", ()),
     ("last_commit", "stream_dedup_last_commit_timestamp_seconds", "gauge", ()),
+    ("stage_role", "stream_dedup_stage_role", "gauge", ("stage_role", "shard")),
+    ("role_documents", "stream_dedup_role_documents_total", "counter", ("stage_role",)),
+    ("merge_wait", "stream_dedup_merge_wait_seconds", "gauge", ()),
 ]  # fmt: skip
 
 

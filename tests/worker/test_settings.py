@@ -102,3 +102,41 @@ def test_secrets_stay_out_of_the_settings_repr() -> None:
     settings = resolve_settings({}, {"STREAM_DEDUP_SASL_PASSWORD": "hunter2", "STREAM_DEDUP_SASL_MECHANISM": "PLAIN"})
     assert settings.connection().options()["sasl_plain_password"] == "hunter2"
     assert "hunter2" not in repr(settings) and "hunter2" not in repr(settings.connection())
+
+
+def test_each_role_gets_its_own_group_and_transactional_id_under_one_group_id() -> None:
+    def of(**values: str) -> WorkerSettings:
+        environ = {"STREAM_DEDUP_GROUP_ID": "ads", "STREAM_DEDUP_INSTANCE_ID": "pod-1", "STREAM_DEDUP_INDEX_SLOTS": "6"}
+        return resolve_settings({}, {**environ, **{f"STREAM_DEDUP_{k.upper()}": v for k, v in values.items()}})
+
+    whole = of()
+    assert (whole.role_group_id, whole.transactional_id) == ("ads", "ads-pod-1")
+    assert (whole.sequenced_topic, whole.answers_topic) == ("ads.sequenced", "ads.answers")
+    assert of(role="signer").role_group_id == "ads.signers"
+    shard = of(role="shard", shards="3", shard_index="2")
+    assert (shard.role_group_id, shard.transactional_id) == ("ads.shard-2", "ads.shard-2-pod-1")
+    assert of(role="judge", shards="3").transactional_id == "ads.judge-pod-1"
+
+
+@pytest.mark.parametrize(
+    ("values", "setting", "words"),
+    [
+        ({"ROLE": "sharder"}, "role", "all, signer, shard, judge"),
+        ({"SHARDS": "0"}, "shards", "at least 1"),
+        ({"SHARDS": "3", "SHARD_INDEX": "3", "INDEX_SLOTS": "6"}, "shard_index", "0 to shards - 1 = 2"),
+        ({"SHARDS": "4", "INDEX_SLOTS": "6"}, "shards", "must divide index_slots=6"),
+        ({"ROLE": "shard", "METHOD": "simhash"}, "method", "cannot be sharded"),
+        ({"ROLE": "judge", "CONTAINMENT_THRESHOLD": "0.8"}, "containment_threshold", "cannot be sharded"),
+        ({"ROLE": "judge", "UNIQUE_TOPIC": "uniques"}, "unique_topic", "needs role all"),
+        ({"ROLE": "signer", "SEQUENCED_TOPIC": "documents"}, "input_topic", "must differ from sequenced_topic"),
+        (
+            {"ROLE": "signer", "ANSWERS_TOPIC": "x.sequenced", "SEQUENCED_TOPIC": "x.sequenced"},
+            "answers_topic",
+            "differ from sequenced",
+        ),
+    ],
+)
+def test_role_settings_that_cannot_work_are_refused_by_name(values: dict[str, str], setting: str, words: str) -> None:
+    with pytest.raises(ConfigError, match=words) as raised:
+        resolve_settings({}, {f"STREAM_DEDUP_{k}": v for k, v in values.items()})
+    assert raised.value.setting == setting

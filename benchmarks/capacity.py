@@ -1,0 +1,353 @@
+"""Capacity of a sharded stage (docs/scale-out.md): each role's work alone, the sequenced partition, a model.
+
+Roles, one core each, in this process (no broker; the transactions' cost is the relay's
+of ``kafka_stage.py``). 1 KB documents of real prose with 30% planted near-copies
+(``kafka_stage.documents``), ``index_slots`` = 12, batches of 1,000, after ``--indexed``
+documents (200,000; 20,000 with ``--quick``) already went through:
+
+* signer: read the records (JSON, normalisation), sign, encode the sequenced records.
+  Anchor: the single-process stage's CPU path, the same reading and signing plus
+  ``Detector.process_signed`` on an index of the same size.
+* shard k of N, N = 1, 2, 4: ``ShardDetector.answer`` (every document probed, 1/N
+  stored) and its bytes per stored document. Anchor: ``Detector.process_signed``.
+* judge: ``merge_answers`` of two shards' answers and the verdict JSON of every
+  document. Anchor: the verdict JSON alone, which the single process writes too.
+* bytes per document of the sequenced and answer records. Anchor: the input record.
+
+The sequenced partition, on a real broker (skipped with ``--no-broker``): the sequenced
+records written in transactions of 10 by one producer; then 1, 2 and 4 readers (processes)
+read the whole partition at once and decode every record as a shard does. Anchor: one
+reader, the fan-out's unit.
+
+The model then projects, from these figures, the shards, signers and judge a target of
+docs/s and indexed documents needs, and names the first bottleneck.
+
+    python benchmarks/capacity.py [--quick] [--indexed N] [--bootstrap HOST:PORT] [--no-broker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import multiprocessing
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from _table import Row, print_table, stopwatch
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka_stage import broker, create_topics, documents, encoded, quiet_kafka_python, unique_name
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Detector, ShardAnswer, ShardDetector, merge_answers, sequence_keys
+from stream_dedup.kafka.answers import AnswerRecord, encode_answers
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.messages import (
+    InputReading,
+    Source,
+    match_coordinates,
+    verdict_value,
+)
+from stream_dedup.kafka.sequenced import BatchAssembly
+from stream_dedup.lsh import IndexedBatch
+from stream_dedup.worker.signing import read_and_sign
+
+CONFIG = DetectionConfig(index_slots=12)
+BATCH = 1_000
+SHARD_COUNTS = (1, 2, 4)
+READER_COUNTS = (1, 2, 4)
+GIB = 1 << 30
+
+
+class _Record(NamedTuple):
+    """What kafka-python gives a consumer, as far as reading a document needs."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes
+    value: bytes
+    headers: list[tuple[str, bytes]]
+
+
+class Signed(NamedTuple):
+    batches: list[IndexedBatch]
+    values: list[bytes]
+    rates: list[float]
+
+
+def median(rates: Sequence[float]) -> float:
+    """The median of per-batch rates: the figure least disturbed by other work on a shared machine."""
+    return sorted(rates)[len(rates) // 2]
+
+
+def sign(records: Sequence[_Record]) -> Signed:
+    """What a signer does to ``records``, batch by batch: read, sign, encode; and each batch's docs/s."""
+    detector = Detector(CONFIG)
+    digest = CONFIG.signature_fingerprint()
+    batches, values, rates = [], [], []
+    for start in range(0, len(records), BATCH):
+        with stopwatch() as t:
+            part = records[start : start + BATCH]
+            _, batch, _ = read_and_sign(part, InputReading(), detector).split()
+            values += encode_entry(ChangelogEntry(batch, "documents", {}), digest, independent=True)
+        batches.append(batch)
+        rates.append(len(part) / t[0])
+    return Signed(batches, values, rates)
+
+
+class Contenders:
+    """The single index and every shard measured, warmed on the same batches, then timed in turn on each
+    measured batch: under the same load, so that their ratios hold even on a busy machine."""
+
+    def __init__(self, batches: list[IndexedBatch], warm: int) -> None:
+        self.detector = Detector(CONFIG)
+        self.shards = {n: ShardDetector(CONFIG, 0, n) for n in SHARD_COUNTS}
+        #: The other shard of two, for the judge's two answers.
+        self.second = ShardDetector(CONFIG, 1, 2)
+        for offset, batch in enumerate(batches[:warm]):
+            self._step(offset, batch)
+        self.rates: dict[str, list[float]] = {"index": [], **{f"shard {n}": [] for n in SHARD_COUNTS}}
+        self.answers: list[list[ShardAnswer]] = []
+        for offset, batch in enumerate(batches[warm:], start=warm):
+            self.answers.append(self._step(offset, batch, self.rates))
+
+    def _step(self, offset: int, batch: IndexedBatch, rates: dict[str, list[float]] | None = None) -> list[ShardAnswer]:
+        """Every contender on one batch; returns the answers of the two shards of two."""
+        keys = sequence_keys(offset, len(batch.ids))
+        with stopwatch() as t:
+            self.detector.process_signed(batch)
+        if rates is not None:
+            rates["index"].append(len(batch.ids) / t[0])
+        answers = {}
+        for n, shard in self.shards.items():
+            with stopwatch() as t:
+                answers[n] = shard.answer(batch, keys)
+            if rates is not None:
+                rates[f"shard {n}"].append(len(batch.ids) / t[0])
+        return [answers[2], self.second.answer(batch, keys)]
+
+
+def judge_rate(batches: list[IndexedBatch], warm: int, answers: list[list[ShardAnswer]]) -> tuple[float, float]:
+    """The judge over the measured batches (``answers[i]``: two shards' answers for batch ``i``): docs/s, and
+    the same verdicts' JSON alone, timed batch by batch in turn."""
+    fingerprint = CONFIG.fingerprint()
+
+    def sources(batch: IndexedBatch) -> list[Source]:
+        return [
+            Source("documents", *match_coordinates(p), round(t * 1000))
+            for p, t in zip(batch.sources.tolist(), batch.event_times.tolist(), strict=True)
+        ]
+
+    judged, encoded_alone = [], []
+    for offset, batch in enumerate(batches[warm:], start=warm):
+        with stopwatch() as t:
+            keys = sequence_keys(offset, len(batch.ids))
+            verdicts = merge_answers(keys, batch.ids, answers[offset - warm])
+            for verdict, source in zip(verdicts, sources(batch), strict=True):
+                verdict_value(verdict, source, fingerprint)
+        judged.append(len(batch.ids) / t[0])
+        with stopwatch() as t:
+            for verdict, source in zip(verdicts, sources(batch), strict=True):
+                verdict_value(verdict, source, fingerprint)
+        encoded_alone.append(len(batch.ids) / t[0])
+    return median(judged), median(encoded_alone)
+
+
+# --- the sequenced partition on a broker ------------------------------------------------------
+
+
+def write_sequenced(bootstrap: str, topic: str, values: list[bytes]) -> float:
+    """Seconds to append ``values`` to the partition in transactions of 10 records, as signers do."""
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=unique_name("signer"),
+        linger_ms=5,
+        batch_size=256 * 1024,
+        max_request_size=16 << 20,
+    )
+    try:
+        producer.init_transactions()
+        with stopwatch() as t:
+            for start in range(0, len(values), 10):
+                producer.begin_transaction()
+                for value in values[start : start + 10]:
+                    producer.send(topic, value=value, partition=0)
+                producer.commit_transaction()
+        return t[0]
+    finally:
+        producer.close()
+
+
+def read_sequenced(bootstrap: str, topic: str, records: int) -> tuple[float, int, int]:
+    """A shard's reading of the whole partition: seconds, bytes and documents decoded."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        fetch_max_bytes=64 << 20,
+        max_partition_fetch_bytes=16 << 20,
+    )
+    partition = TopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    assembly = BatchAssembly(CONFIG.signature_fingerprint())
+    read = size = docs = 0
+    try:
+        with stopwatch() as t:
+            while read < records:
+                for record in consumer.poll(timeout_ms=500).get(partition, []):
+                    read += 1
+                    size += len(record.value)
+                    batch = assembly.add(record.offset, record.value)
+                    docs += len(batch.entry.documents.ids) if batch is not None else 0
+        return t[0], size, docs
+    finally:
+        consumer.close()
+
+
+def fan_out(bootstrap: str, topic: str, records: int, readers: int) -> list[tuple[float, int, int]]:
+    """``readers`` processes reading the partition at once."""
+    with multiprocessing.get_context("spawn").Pool(readers) as pool:
+        return pool.starmap(read_sequenced, [(bootstrap, topic, records)] * readers)
+
+
+# --- the model ------------------------------------------------------------------------------------
+
+
+def model_lines(figures: dict[str, float]) -> list[str]:
+    """Projections: for each target, what the stage needs and what runs out first."""
+    lines = [
+        "target docs/s, indexed  | shards (64 GiB each) | signer cores | cores per shard | judge cores | "
+        "sequenced in, out (MB/s) | first bottleneck",
+    ]
+    for rate in (10_000, 100_000):
+        for indexed in (100_000_000, 1_000_000_000):
+            memory = indexed * figures["shard_bytes"]
+            shards = max(1, math.ceil(memory / (64 * GIB)))
+            per_shard = rate / figures["shard_rate"]
+            sequenced = rate * figures["sequenced_bytes"] / 1e6
+            fan = (shards + 1) * sequenced
+            limits = {
+                "one shard's probe rate (every shard probes every document)": per_shard,
+                "the judge": rate / figures["judge_rate"],
+                "the sequenced partition's fan-out (as measured here)": fan / figures["fanout_mb"],
+            }
+            worst = max(limits, key=lambda name: limits[name])
+            bottleneck = worst if limits[worst] > 1 else "none (all below one core or one reader set)"
+            lines.append(
+                f"{rate:>7,} {indexed:>13,} | {shards:>4} | {math.ceil(rate / figures['signer_rate']):>4} | "
+                f"{per_shard:5.2f} | {rate / figures['judge_rate']:5.2f} | {sequenced:6.1f}, {fan:7.1f} | {bottleneck}"
+            )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--indexed", type=int)
+    parser.add_argument("--measured", type=int, default=20_000)
+    parser.add_argument("--bootstrap")
+    parser.add_argument("--no-broker", action="store_true")
+    args = parser.parse_args()
+    indexed = args.indexed or (20_000 if args.quick else 200_000)
+    measured = 5_000 if args.quick else args.measured
+    quiet_kafka_python()
+
+    docs = documents(indexed + measured)
+    records = [
+        _Record("documents", i % 3, i // 3, 1_700_000_000_000 + i, key, value, [])
+        for i, (key, value) in enumerate(encoded(docs))
+    ]
+    signed = sign(records)
+    warm = indexed // BATCH
+    contenders = Contenders(signed.batches, warm)
+    single = median(contenders.rates["index"])
+    signer = median(signed.rates[warm:])
+    # One process signs and indexes each batch: its time per batch is the sum of the two.
+    one_process = median(
+        [1 / (1 / a + 1 / b) for a, b in zip(signed.rates[warm:], contenders.rates["index"], strict=True)]
+    )
+    input_bytes = sum(len(r.value) for r in records) / len(records)
+    sequenced_bytes = sum(len(v) for v in signed.values) / len(records)
+    single_bytes = contenders.detector.memory_bytes() / len(contenders.detector)
+
+    rows = [
+        Row(
+            "signer: docs/s on one core (read, sign, encode)",
+            signer,
+            "one process: read, sign, probe, insert",
+            one_process,
+        ),
+        Row("sequenced record: bytes/doc", sequenced_bytes, "input record", input_bytes, lower_is_better=True),
+    ]
+    figures = {"signer_rate": signer, "sequenced_bytes": sequenced_bytes}
+    for shards, shard in contenders.shards.items():
+        rate = median(contenders.rates[f"shard {shards}"])
+        per_doc = shard.memory_bytes() / max(1, len(shard))
+        rows.append(
+            Row(f"shard 0 of {shards}: docs/s (probes all, stores 1/{shards})", rate, "Detector.process_signed", single)
+        )
+        rows.append(
+            Row(f"shard 0 of {shards}: bytes per stored doc", per_doc, "one index", single_bytes, lower_is_better=True)
+        )
+        figures["shard_rate"] = min(figures.get("shard_rate", rate), rate)
+        figures["shard_bytes"] = max(figures.get("shard_bytes", per_doc), per_doc)
+    judged, encoding = judge_rate(signed.batches, warm, contenders.answers)
+    figures["judge_rate"] = judged
+    rows.append(Row("judge: docs/s (merge 2 shards, verdict JSON)", judged, "verdict JSON alone", encoding))
+    answer_bytes = (
+        sum(
+            len(v)
+            for o, answers in enumerate(contenders.answers)
+            for v in encode_answers(AnswerRecord(0, 2, o, o + 1, answers[0]), CONFIG.signature_fingerprint())
+        )
+        / measured
+    )
+    rows.append(
+        Row(
+            "answer record (shard 0 of 2): bytes/doc",
+            answer_bytes,
+            "sequenced record",
+            sequenced_bytes,
+            lower_is_better=True,
+        )
+    )
+    notes = [
+        f"{indexed:,} documents indexed before the {measured:,} measured; 1 KB documents, 30% near-copies",
+        "shard bytes include the 8-byte sequence key per stored document",
+    ]
+
+    figures["fanout_mb"] = float("nan")  # no broker: the model cannot say
+    if not args.no_broker:
+        with broker(args.bootstrap) as bootstrap:
+            topic = unique_name("sequenced")
+            create_topics(bootstrap, {topic: 1}, {"segment.bytes": str(1 << 30), "max.message.bytes": str(8 << 20)})
+            written = write_sequenced(bootstrap, topic, signed.values)
+            megabytes = sum(len(v) for v in signed.values) / 1e6
+            rows.append(Row("sequenced partition: MB/s written (1 producer)", megabytes / written, fmt=",.1f"))
+            rows.append(Row("sequenced partition: docs/s written", len(records) / written))
+            one = None
+            for readers in READER_COUNTS:
+                results = fan_out(bootstrap, topic, len(signed.values), readers)
+                each = [size / seconds / 1e6 for seconds, size, _ in results]
+                one = one or each[0]
+                rows.append(
+                    Row(
+                        f"{readers} readers at once: MB/s read per reader", min(each), "1 reader alone", one, fmt=",.1f"
+                    )
+                )
+                # What the partition served to all readers at once, decoded as a shard decodes.
+                served = readers * min(each)
+                figures["fanout_mb"] = served if readers == 1 else max(figures["fanout_mb"], served)
+            notes.append(
+                f"{len(signed.values):,} sequenced records, {megabytes:,.1f} MB, one partition, a local broker"
+            )
+    print_table("Capacity of a sharded stage: each role alone", rows, notes)
+    print("\nModel (one core per role process; the lowest shard rate and the highest bytes per stored doc measured):")
+    for line in model_lines(figures):
+        print(f"  {line}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,60 @@
+"""Reading the sequenced topic: its records back into batches, each with its place in the one order.
+
+The sequenced topic has one partition; its records are changelog records
+(:mod:`~stream_dedup.kafka.changelog`), one batch each (signers write every
+part of a big batch as a batch of its own) or, in a worker's changelog read
+as a sequenced topic, the contiguous parts of one batch. A batch's place in
+the order is the offset of its last record, and its documents' sequence keys
+follow from it (:func:`~stream_dedup.engine.sharding.sequence_keys`).
+"""
+
+from dataclasses import dataclass
+
+from stream_dedup.engine.sharding import SequenceKeys, sequence_keys
+from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
+
+
+@dataclass(frozen=True)
+class SequencedBatch:
+    """A batch of the sequenced topic: its documents, and the offset of its last record."""
+
+    offset: int
+    entry: ChangelogEntry
+
+    @property
+    def keys(self) -> SequenceKeys:
+        return sequence_keys(self.offset, len(self.entry.documents.ids))
+
+
+class BatchAssembly:
+    """Puts the records of the sequenced topic, read in order, back into batches.
+
+    ``digest`` is the signature fingerprint the reader works with: a record
+    of other signature parameters raises :class:`~stream_dedup.errors.ChangelogError`.
+    """
+
+    def __init__(self, digest: str) -> None:
+        self.digest = digest
+        self._parts: list[ChangelogEntry] = []
+        self._first_part_offset: int | None = None
+
+    def add(self, offset: int, value: bytes) -> SequencedBatch | None:
+        """The batch this record completes, if it completes one."""
+        entry = decode_entry(value, self.digest)
+        if not entry.final:
+            if self._first_part_offset is None:
+                self._first_part_offset = offset
+            self._parts.append(entry)
+            return None
+        batch = SequencedBatch(offset, merge_parts([*self._parts, entry]))
+        self._parts.clear()
+        self._first_part_offset = None
+        return batch
+
+    def resume_offset(self, after: int) -> int:
+        """Where a reader that has used every batch up to offset ``after`` (exclusive) must resume.
+
+        Before the first part of a batch still incomplete, so that no part is
+        lost; else ``after``.
+        """
+        return after if self._first_part_offset is None else min(after, self._first_part_offset)

@@ -1,0 +1,159 @@
+"""The judge: every shard's answers in, one verdict per document out, once all shards have answered.
+
+The judge (group ``GROUP_ID.judge``, one active replica and standbys) reads
+the sequenced topic, for each document's id, source and timestamp, and the N
+partitions of the answers topic. A batch can be judged once every shard's
+answers have gone past it (an answer record's ``end_offset`` is that shard's
+progress); its verdicts are then :func:`~stream_dedup.engine.sharding.merge_answers`
+of all the answers read, published in the format of the single-process stage.
+
+One step is one transaction: the verdicts of the batches ready (at most
+about ten batches' worth of documents), the sequenced offset after them,
+and for each answers partition the offset of the first record not wholly
+used (:meth:`~stream_dedup.kafka.answers.AnswerRecord.used_up_before`).
+After a restart the judge reads again from those offsets; answers for
+documents it has already judged are read again and ignored, since their
+batches lie before the committed sequenced offset.
+"""
+
+import logging
+import time
+from collections import Counter, deque
+from typing import Any
+
+import numpy as np
+from kafka import KafkaConsumer, TopicPartition
+
+from stream_dedup.engine.sharding import merge_answers
+from stream_dedup.errors import ConfigError
+from stream_dedup.kafka.answers import AnswerRecord, decode_answer
+from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
+from stream_dedup.kafka.record_fit import OutgoingRecord
+from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
+from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
+from stream_dedup.worker.events import StepReport, WorkerEvents
+from stream_dedup.worker.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+#: Batches' worth of documents (of ``batch_size``) judged in one transaction at most.
+_BATCHES_PER_STEP = 10
+
+
+class Judge(RoleWork):
+    """One session of the judge."""
+
+    def __init__(self, settings: WorkerSettings) -> None:
+        self.settings = settings
+        self.topics = [settings.sequenced_topic, settings.answers_topic]
+        self.limits = {}
+        self.digest = settings.detection.signature_fingerprint()
+        self.fingerprint = settings.detection.fingerprint()
+        self.sequenced = TopicPartition(settings.sequenced_topic, 0)
+        self._forget()
+
+    def _forget(self) -> None:
+        """Drop what was read: the consumer is about to read again from the committed offsets."""
+        self.assembly = BatchAssembly(self.digest)
+        self.batches: deque[SequencedBatch] = deque()
+        #: Per shard, the answer records read and not yet wholly used, with their offsets, in order.
+        self.answers: dict[int, deque[tuple[int, AnswerRecord]]] = {k: deque() for k in range(self.settings.shards)}
+        #: Per shard, the sequenced offset its answers have reached.
+        self.progress: dict[int, int] = {}
+        #: When the oldest batch waiting for answers was read (the merge wait).
+        self.waiting_since: float | None = None
+
+    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
+        s = self.settings
+        partitions = consumer.partitions_for_topic(s.answers_topic) or set()
+        if len(partitions) != s.shards:
+            raise ConfigError(
+                "shards",
+                f"the judge expects {s.shards} shards but answers_topic {s.answers_topic!r} has {len(partitions)} "
+                "partitions (one per shard): give every role the same shards setting",
+            )
+        self._forget()
+        for partition in assigned:
+            consumer.seek(partition, committed_or_beginning(consumer, partition))
+
+    def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
+        for partition, records in polled.items():
+            if partition == self.sequenced:
+                self._read_batches(records)
+            else:
+                self._read_answers(partition.partition, records)
+        ready = self._ready_batches()
+        if not ready:
+            return None
+        keys = np.concatenate([batch.keys for batch in ready])
+        ids = [doc_id for batch in ready for doc_id in batch.entry.documents.ids]
+        answers = [record.answer for records in self.answers.values() for _, record in records]
+        verdicts = merge_answers(keys, ids, answers)
+        sends = []
+        sources = [source for batch in ready for source in _sources(batch)]
+        for verdict, source in zip(verdicts, sources, strict=True):
+            value = verdict_value(verdict, source, self.fingerprint)
+            sends.append(Send(self.settings.output_topic, OutgoingRecord(verdict.id.encode("utf-8"), value, [])))
+        judged_until = ready[-1].offset + 1
+        offsets = {self.sequenced: self.assembly.resume_offset(judged_until)}
+        for shard, kept in self.answers.items():
+            while kept and kept[0][1].used_up_before(judged_until):
+                offset, _ = kept.popleft()
+                offsets[TopicPartition(self.settings.answers_topic, shard)] = offset + 1
+            if kept:
+                offsets[TopicPartition(self.settings.answers_topic, shard)] = kept[0][0]
+        report = StepReport("judge", len(verdicts), verdicts=Counter(verdict.verdict for verdict in verdicts))
+        return Outgoing(sends, offsets, report)
+
+    def observe(self, events: WorkerEvents) -> None:
+        waited = 0.0 if self.waiting_since is None else time.monotonic() - self.waiting_since
+        events.merge_waited(waited)
+
+    def committed(self, outgoing: Outgoing) -> None:
+        """Nothing to note: what the judge keeps was updated as it stepped."""
+
+    def _read_batches(self, records: list[Any]) -> None:
+        for record in records:
+            batch = self.assembly.add(record.offset, record.value)
+            if batch is not None and batch.entry.documents.ids:
+                self.batches.append(batch)
+                if self.waiting_since is None:
+                    self.waiting_since = time.monotonic()
+
+    def _read_answers(self, shard: int, records: list[Any]) -> None:
+        s = self.settings
+        for record in records:
+            answer = decode_answer(record.value, self.digest)
+            if answer.shards != s.shards or answer.shard != shard:
+                raise ConfigError(
+                    "shards",
+                    f"partition {shard} of answers_topic {s.answers_topic!r} holds answers of shard {answer.shard} "
+                    f"of {answer.shards}, but this judge runs with shards={s.shards}: give every role the same "
+                    "shards setting (a new shard count needs a new group_id, see docs/scale-out.md)",
+                )
+            self.answers[shard].append((record.offset, answer))
+            self.progress[shard] = max(self.progress.get(shard, 0), answer.end_offset)
+
+    def _ready_batches(self) -> list[SequencedBatch]:
+        """The batches every shard has answered past, oldest first, up to a step's worth of documents."""
+        answered = min(self.progress.get(shard, -1) for shard in range(self.settings.shards))
+        ready: list[SequencedBatch] = []
+        documents = 0
+        limit = _BATCHES_PER_STEP * self.settings.batch_size
+        while self.batches and self.batches[0].offset < answered and (not ready or documents < limit):
+            batch = self.batches.popleft()
+            ready.append(batch)
+            documents += len(batch.entry.documents.ids)
+        if ready:
+            self.waiting_since = time.monotonic() if self.batches else None
+        return ready
+
+
+def _sources(batch: SequencedBatch) -> list[Source]:
+    """Where each document of ``batch`` was read, from the pointer and event time the signer kept."""
+    documents = batch.entry.documents
+    sources = []
+    for pointer, event_time in zip(documents.sources.tolist(), documents.event_times.tolist(), strict=True):
+        partition, offset = match_coordinates(pointer)
+        sources.append(Source(batch.entry.input_topic, partition, offset, round(event_time * 1000)))
+    return sources

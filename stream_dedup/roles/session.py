@@ -1,0 +1,290 @@
+"""Running a role: sessions of poll, step, one transaction per step, until told to stop.
+
+A role (:class:`RoleWork`) says which topics it reads, how it positions
+itself when its group gives it partitions, and what one step makes of what
+was polled: records to send and the consumed offsets they answer for
+(:class:`Outgoing`). :class:`RoleRunner` does the rest, the same for every
+role: a transactional producer whose id is the replica's, a static member of
+the role's own group, and for each step::
+
+    1. poll (which also heartbeats and runs the rebalance listener)
+    2. take over on a new assignment, before anything else (the role seeks)
+    3. step: what the role makes of the records polled (possibly nothing)
+    4. begin, send the records, send the offsets with the group's metadata, commit
+
+A session's state lives in its :class:`RoleWork`, made fresh for every
+session: after any failure the next session rebuilds it from the topics, so
+an aborted transaction's effects are never trusted.
+
+=========================================  ==================================  =========================================
+failure                                    handled in                          what the operator sees
+=========================================  ==================================  =========================================
+Kafka error (broker down, producer         ``RoleRunner.run``: the session     ERROR "Kafka error, restarting the
+fenced, transaction timed out, a lost      ends, a new one starts after 1-30   session in N s", ``transactions_total
+join)                                      s with fresh state; the broker (or  {outcome="aborted"}``
+                                           the next ``init_transactions``)
+                                           aborts the open transaction
+a record that is not ours, or of other     raised: the process exits 1         the message names the topic and the
+signature parameters or shard count                                            setting
+kill -9                                    the broker aborts the open          a standby, or the restarted process,
+                                           transaction                         takes the partitions
+SIGTERM, SIGINT                            ``request_stop``: step finished,    INFO "received SIGTERM", exit 0
+                                           group left
+=========================================  ==================================  =========================================
+"""
+
+import contextlib
+import logging
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError
+from kafka.structs import OffsetAndMetadata
+
+from stream_dedup.kafka.assignments import AssignmentNotes
+from stream_dedup.kafka.clients import (
+    PRODUCER_TUNING,
+    SessionBackoff,
+    assigned_lag,
+    group_consumer,
+    leave_group,
+    transactional_producer,
+)
+from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
+from stream_dedup.roles.topics import ensure_role_topics
+from stream_dedup.worker.events import StepReport, WorkerEvents
+from stream_dedup.worker.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+_OBSERVE_EVERY_SECONDS = 1.0
+
+
+@dataclass(frozen=True)
+class Send:
+    """One record of a step: to ``topic`` (and ``partition``, or by key)."""
+
+    topic: str
+    record: OutgoingRecord
+    partition: int | None = None
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """What one transaction holds: the records a step sends and the consumed offsets it commits."""
+
+    sends: list[Send]
+    offsets: dict[TopicPartition, int]
+    #: What the step did, reported once it is committed.
+    report: StepReport
+
+
+class RoleWork(ABC):
+    """What one role does in a session; made fresh for each session."""
+
+    #: Topics the role reads (its group's subscription).
+    topics: list[str]
+    #: What each written topic accepts (records to a narrow one are flushed one by one).
+    limits: dict[str, SizeLimit]
+
+    @abstractmethod
+    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
+        """The group gave this replica ``assigned``: position the consumer and reset what depends on it."""
+
+    @abstractmethod
+    def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
+        """What to send and commit for the records polled (and anything still pending), or nothing."""
+
+    @abstractmethod
+    def committed(self, outgoing: Outgoing) -> None:
+        """``outgoing`` was committed."""
+
+    @abstractmethod
+    def observe(self, events: WorkerEvents) -> None:
+        """Report what the role measures besides its steps (called about once a second while it is active)."""
+
+
+def committed_or_beginning(consumer: KafkaConsumer, partition: TopicPartition) -> int:
+    """The group's committed offset of ``partition``, or the partition's first offset if none."""
+    committed = consumer.committed(partition)
+    if committed is not None:
+        return int(committed)
+    return int(consumer.beginning_offsets([partition])[partition])
+
+
+class RoleRunner:
+    """Runs one role until :meth:`request_stop` (SIGTERM, SIGINT)."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        make_work: Callable[[], RoleWork],
+        events: WorkerEvents | None = None,
+        single_active: bool = True,
+        max_poll_records: int = 100,
+    ) -> None:
+        """``single_active``: one member of the role's group holds every partition (shards, judge), else
+        Kafka spreads them (signers). ``max_poll_records`` bounds the records of one step."""
+        self.settings = settings
+        self.make_work = make_work
+        self.events = events or WorkerEvents()
+        self.single_active = single_active
+        self.max_poll_records = max_poll_records
+        self._stop = threading.Event()
+
+    def request_stop(self) -> None:
+        """Finish the step in hand, leave the group and return."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def run(self) -> None:
+        """Sessions, one after another, until stopped.
+
+        A :class:`KafkaError` ends the session and a new one starts after a
+        pause (1 s, doubling up to 30 s); anything else is raised (the
+        process exits 1 with the message): retrying would meet the same
+        records or settings.
+        """
+        ensure_role_topics(self.settings)
+        pause = SessionBackoff()
+        while not self.stopping:
+            try:
+                self._run_session()
+            except KafkaError as error:
+                seconds = pause.after_failure()
+                log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
+                self.events.role_changed("restoring", "restarting after a Kafka error")
+                self._stop.wait(seconds)
+            else:
+                pause.after_success()
+
+    def _run_session(self) -> None:
+        """Connect, loop; every client is closed on the way out, the last opened first."""
+        s = self.settings
+        work = self.make_work()
+        with contextlib.ExitStack() as opened:
+            producer = transactional_producer(s.connection(), s.transactional_id, s.transaction_timeout_seconds)
+            opened.callback(producer.close, 5.0)
+            # Fences any earlier producer with this transactional id and aborts its open transaction.
+            producer.init_transactions()
+            consumer = group_consumer(
+                s.connection(),
+                s.role_group_id,
+                s.instance_id,
+                s.session_timeout_seconds,
+                self.max_poll_records,
+                self.single_active,
+            )
+            opened.callback(self._close_consumer, consumer)
+            _Session(self, work, producer, consumer).run()
+
+    def _close_consumer(self, consumer: KafkaConsumer) -> None:
+        """Close the group consumer; when stopping, also leave the group, so a standby takes over at once."""
+        consumer.close(timeout_ms=5000)
+        if self.stopping:
+            self.events.role_changed("stopping", "shutting down")
+            s = self.settings
+            leave_group(s.connection(), s.role_group_id, s.instance_id)
+
+
+class _Session:
+    """One connected lifetime of a role."""
+
+    def __init__(self, runner: RoleRunner, work: RoleWork, producer: KafkaProducer, consumer: KafkaConsumer) -> None:
+        self.runner = runner
+        self.settings = runner.settings
+        self.events = runner.events
+        self.work = work
+        self.producer = producer
+        self.consumer = consumer
+        self.assignments = AssignmentNotes()
+        self._last_observed = 0.0
+
+    def run(self) -> None:
+        s = self.settings
+        self.consumer.subscribe(self.work.topics, listener=self.assignments)
+        # Metadata after subscribing and before joining (see worker.loop._Session.join).
+        self.consumer.topics()
+        self.events.role_changed("standby", "joining the group")
+        while not self.runner.stopping:
+            # 1. Poll.
+            polled = self.consumer.poll(timeout_ms=s.batch_timeout_ms)
+            self.events.heartbeat()
+            self.check_join()
+            # 2. Take over first: what was polled with the assignment is fetched again after the role's seeks.
+            assigned = self.assignments.take()
+            if assigned is not None:
+                self.take_over(assigned)
+                continue
+            if self.runner.stopping or not self.assignments.holding:
+                continue
+            # 3. Step, 4. one transaction for all it produced.
+            started = time.perf_counter()
+            outgoing = self.work.step(polled)
+            if outgoing is not None:
+                self.commit(outgoing)
+                self.events.step_committed(outgoing.report, time.perf_counter() - started)
+            self.observe()
+
+    def check_join(self) -> None:
+        """End the session if a group join never completes (kafka-python 3.0 can lose one, see worker.loop)."""
+        limit = max(30.0, 3 * self.settings.session_timeout_seconds)
+        if self.assignments.join_waited() > limit:
+            raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
+
+    def observe(self) -> None:
+        """Lag behind each held partition's end, and the role's own measures, at most once a second."""
+        if time.monotonic() - self._last_observed < _OBSERVE_EVERY_SECONDS:
+            return
+        self._last_observed = time.monotonic()
+        self.events.lag_measured(assigned_lag(self.consumer))
+        self.work.observe(self.events)
+
+    def take_over(self, assigned: list[TopicPartition]) -> None:
+        self.events.partitions_assigned(len(assigned))
+        if not assigned:
+            self.events.role_changed("standby", "standby: another replica holds the partitions")
+            log.info("standby for %s: another replica holds the partitions", self.settings.role_group_id)
+            return
+        self.work.take_over(self.consumer, assigned)
+        self.assignments.holding = True
+        self.events.role_changed("active", f"{self.settings.role}: {len(assigned)} partitions")
+        log.info("active: %s holds %d partitions", self.settings.role_group_id, len(assigned))
+
+    def commit(self, outgoing: Outgoing) -> None:
+        """Send ``outgoing`` and its offsets in one transaction, or abort it and end the session."""
+        producer = self.producer
+        try:
+            producer.begin_transaction()
+            for send in outgoing.sends:
+                record = send.record
+                producer.send(
+                    send.topic, key=record.key, value=record.value, headers=record.headers, partition=send.partition
+                )
+                limit = self.work.limits.get(send.topic)
+                if limit is not None and limit.is_narrow(PRODUCER_TUNING["batch_size"]):
+                    producer.flush()
+            offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in outgoing.offsets.items()}
+            producer.send_offsets_to_transaction(offsets, self.consumer.group_metadata())
+            producer.commit_transaction()
+        except KafkaError as error:
+            # The next session's init_transactions() fences this producer and
+            # aborts the transaction (abort_transaction() could wait forever here).
+            log.error("step failed, its transaction is aborted: %r", error)
+            self.events.transaction_aborted(type(error).__name__)
+            raise
+        except Exception as error:
+            log.error("step failed, aborting its transaction: %r", error)
+            self.events.transaction_aborted(type(error).__name__)
+            with contextlib.suppress(KafkaError):
+                producer.abort_transaction()
+            raise
+        self.work.committed(outgoing)

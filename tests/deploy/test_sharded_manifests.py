@@ -1,0 +1,99 @@
+"""Kubernetes, sharded stage (deploy/kubernetes/sharded): the schemas, the kustomization, and the promises
+the roles' StatefulSets make to each other and to the settings (docs/scale-out.md)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+
+from stream_dedup.cli.settings_sources import resolve_settings
+from stream_dedup.worker.settings import WorkerSettings
+
+from .deployfiles import KUBERNETES, assert_ok, load_yaml_documents, require_module, run, tool
+
+yaml = require_module("yaml")
+
+SHARDED = KUBERNETES / "sharded"
+KUBERNETES_VERSIONS = ("1.30.0", "latest")
+ROLE_SETS = {"signer.yaml": "signer", "shard.yaml": "shard", "shard-standby.yaml": "shard", "judge.yaml": "judge"}
+
+
+def load(name: str) -> dict[str, Any]:
+    (document,) = load_yaml_documents(SHARDED / name)
+    return document
+
+
+def validate(document: dict[str, Any], version: str) -> None:
+    module = require_module("kubernetes_validate")
+    module.validate(document, module.latest_version() if version == "latest" else version, strict=True)
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("name", sorted(p.name for p in SHARDED.glob("*.yaml") if p.name != "kustomization.yaml"))
+def test_sharded_manifest_matches_the_kubernetes_schema(name: str, version: str) -> None:
+    for document in load_yaml_documents(SHARDED / name):
+        validate(document, version)
+
+
+def test_sharded_kustomization_renders_every_manifest_and_nothing_of_the_single_stage() -> None:
+    kubectl = shutil.which("kubectl")
+    result = run(kubectl, "kustomize", str(SHARDED)) if kubectl else run(tool("kustomize"), "build", str(SHARDED))
+    assert_ok(result)
+    rendered = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+    kustomization = yaml.safe_load((SHARDED / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert set(kustomization["resources"]) == {p.name for p in SHARDED.glob("*.yaml")} - {"kustomization.yaml"}
+    names = {(doc["kind"], doc["metadata"]["name"]) for doc in rendered}
+    assert {name for kind, name in names if kind == "StatefulSet"} == {load(f)["metadata"]["name"] for f in ROLE_SETS}
+    assert all(name.startswith("stream-dedup-") and "sharded" in name for kind, name in names if kind != "StatefulSet")
+
+
+def settings_of(statefulset: dict[str, Any], ordinal: int) -> WorkerSettings:
+    """The settings a pod of ``statefulset`` starts with: the ConfigMap, then its own variables."""
+    environ = dict(load("configmap.yaml")["data"])
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    pod = f"{statefulset['metadata']['name']}-{ordinal}"
+    for variable in container["env"]:
+        if "value" in variable:
+            environ[variable["name"]] = variable["value"]
+            continue
+        path = variable["valueFrom"]["fieldRef"]["fieldPath"]
+        environ[variable["name"]] = {
+            "metadata.name": pod,
+            "metadata.labels['apps.kubernetes.io/pod-index']": str(ordinal),
+        }[path]
+    return resolve_settings({}, environ)
+
+
+@pytest.mark.parametrize("name", sorted(ROLE_SETS))
+def test_every_pod_of_every_role_starts_with_valid_settings_of_its_role(name: str) -> None:
+    statefulset = load(name)
+    for ordinal in range(statefulset["spec"]["replicas"]):
+        settings = settings_of(statefulset, ordinal)
+        assert settings.role == ROLE_SETS[name]
+        assert settings.instance_id == f"{statefulset['metadata']['name']}-{ordinal}"
+        if settings.role == "shard":
+            assert settings.shard_index == ordinal  # shard K is the pod of ordinal K
+
+
+def test_each_shard_has_a_standby_in_its_group_and_the_count_is_the_settings() -> None:
+    shards, standbys = load("shard.yaml"), load("shard-standby.yaml")
+    count = int(load("configmap.yaml")["data"]["STREAM_DEDUP_SHARDS"])
+    assert shards["spec"]["replicas"] == standbys["spec"]["replicas"] == count
+    for ordinal in range(count):
+        active, standby = settings_of(shards, ordinal), settings_of(standbys, ordinal)
+        assert active.role_group_id == standby.role_group_id == f"{active.group_id}.shard-{ordinal}"
+        assert active.transactional_id != standby.transactional_id
+    # The single-active assignor prefers the lower instance id: the shard pod, not its standby.
+    assert settings_of(shards, 0).instance_id < settings_of(standbys, 0).instance_id
+
+
+def test_pods_are_scraped_on_the_metrics_port_and_get_time_to_stop() -> None:
+    for name in ROLE_SETS:
+        spec = load(name)["spec"]["template"]["spec"]
+        (container,) = spec["containers"]
+        settings = settings_of(load(name), 0)
+        assert container["ports"][0]["containerPort"] == settings.metrics_port
+        assert spec["terminationGracePeriodSeconds"] > settings.shutdown_grace_seconds
+        assert load(name)["spec"]["serviceName"] == load("service-headless.yaml")["metadata"]["name"]

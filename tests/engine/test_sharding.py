@@ -1,0 +1,235 @@
+"""Shards and the judge's merge give exactly the verdicts of one detector on the same batches."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Verdict, make_detector
+from stream_dedup.engine.sharding import ShardAnswer, ShardDetector, merge_answers, sequence_keys, shard_of
+from stream_dedup.errors import ConfigError
+from stream_dedup.lsh import NO_SOURCE, IndexedBatch
+from tests.corpus import make_corpus
+
+VOCABULARY = ["harbour", "lantern", "meadow", "copper", "thistle", "orbit", "velvet", "quarry", "saffron", "willow"]
+
+#: A stream: batches of (id, text, source), each at a strictly later offset of the sequenced log.
+Stream = list[tuple[int, list[tuple[str, str, int]]]]
+
+
+def signed_batch(config: DetectionConfig, documents: list[tuple[str, str, int]]) -> IndexedBatch:
+    """The batch signed; a document's event time is its source's number (seconds)."""
+    ids = [doc_id for doc_id, _, _ in documents]
+    signed = make_detector(config).sign([text for _, text, _ in documents])
+    sources = np.array([source for _, _, source in documents], dtype=np.uint64)
+    return IndexedBatch(ids, signed, np.array([source % 10_000 for _, _, source in documents], float), sources)
+
+
+def single_and_sharded(config: DetectionConfig, stream: Stream, shards: int) -> tuple[list[Verdict], list[Verdict]]:
+    """The verdicts of one detector, and of ``shards`` shards merged, over the same batches."""
+    single = make_detector(config)
+    shard_set = [ShardDetector(config, k, shards) for k in range(shards)]
+    expected: list[Verdict] = []
+    merged: list[Verdict] = []
+    for offset, documents in stream:
+        batch = signed_batch(config, documents)
+        keys = sequence_keys(offset, len(documents))
+        expected += single.process_signed(batch)
+        merged += merge_answers(keys, batch.ids, [shard.answer(batch, keys) for shard in shard_set])
+    assert sum(len(shard) for shard in shard_set) == len(single), "every document is stored on exactly one shard"
+    assert sum(shard.detector.hot_bucket_skips for shard in shard_set) == single.hot_bucket_skips
+    return expected, merged
+
+
+sentences = st.lists(st.sampled_from(VOCABULARY), min_size=3, max_size=12).map(" ".join)
+
+
+@st.composite
+def streams(draw: st.DrawFn) -> Stream:
+    """Batches at increasing offsets whose documents often copy or extend earlier ones; ids may repeat."""
+    texts: list[str] = []
+    stream: Stream = []
+    offset = 0
+    for _ in range(draw(st.integers(1, 6))):
+        offset += draw(st.integers(1, 3))  # transaction markers leave gaps between a log's offsets
+        documents = []
+        for _ in range(draw(st.integers(1, 12))):
+            choice = draw(st.sampled_from(["fresh", "copy", "extend"]))
+            if choice == "fresh" or not texts:
+                text = draw(sentences)
+            else:
+                base = draw(st.sampled_from(texts))
+                text = base if choice == "copy" else f"{base} {draw(st.sampled_from(VOCABULARY))}"
+            texts.append(text)
+            number = len(texts)
+            source = int(NO_SOURCE) if draw(st.integers(0, 9)) == 0 else 10_000 + number
+            documents.append((f"d{draw(st.integers(0, number))}", text, source))
+        stream.append((offset, documents))
+    return stream
+
+
+#: Six slots: any of 1, 2 or 3 shards divides them. Small caps bind often (a slot admits one
+#: or two documents per key); retention by count and age evicts within a stream.
+configs = st.sampled_from(
+    [
+        DetectionConfig(index_slots=6),
+        DetectionConfig(threshold=0.5, shingle_unit="word", shingle_size=2, index_slots=6),
+        DetectionConfig(threshold=0.6, method="combined", max_hamming=12, index_slots=6),
+        DetectionConfig(threshold=0.6, verification="exact", index_slots=6),
+        DetectionConfig(max_bucket_size=2, index_slots=6),
+        DetectionConfig(threshold=0.5, max_bucket_size=12, index_slots=6, shingle_unit="word", shingle_size=1),
+        DetectionConfig(max_documents=6, index_slots=6),
+        DetectionConfig(threshold=0.6, verification="exact", max_documents=10, max_bucket_size=6, index_slots=6),
+        DetectionConfig(threshold=0.5, max_age_seconds=12.0, max_bucket_size=1, index_slots=6),
+        DetectionConfig(method="combined", max_hamming=10, max_documents=9, max_age_seconds=30.0, index_slots=6),
+    ]
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(config=configs, stream=streams(), shards=st.integers(1, 3))
+def test_merged_answers_of_shards_are_the_verdicts_of_one_detector(
+    config: DetectionConfig, stream: Stream, shards: int
+) -> None:
+    expected, merged = single_and_sharded(config, stream, shards)
+    assert merged == expected
+
+
+def test_shards_seal_and_evict_generations_at_the_batches_one_index_does() -> None:
+    texts = make_corpus(600, seed=8)
+    stream: Stream = [
+        (b, [(f"doc-{i}", texts[i], i) for i in range(start, start + 40)]) for b, start in enumerate(range(0, 600, 40))
+    ]
+    config = DetectionConfig(threshold=0.7, max_documents=100, index_slots=3)
+    expected, merged = single_and_sharded(config, stream, 3)
+    assert merged == expected
+    # Without following the stream's measure, each shard would keep ~100 documents of its own.
+    single = make_detector(config)
+    shard_set = [ShardDetector(config, k, 3) for k in range(3)]
+    for offset, documents in stream:
+        batch = signed_batch(config, documents)
+        single.process_signed(batch)
+        for shard in shard_set:
+            shard.answer(batch, sequence_keys(offset, len(documents)))
+    assert single.evicted_documents > 400
+    assert sum(len(shard) for shard in shard_set) == len(single) < 160
+    assert sum(shard.detector.evicted_documents for shard in shard_set) == single.evicted_documents
+
+
+def test_three_shards_agree_with_one_detector_on_a_corpus_of_near_copies() -> None:
+    texts = make_corpus(900, seed=5)
+    stream: Stream = [
+        (10 * b, [(f"doc-{i}", texts[i], i) for i in range(start, start + 60)])
+        for b, start in enumerate(range(0, 900, 60))
+    ]
+    config = DetectionConfig(threshold=0.7, index_slots=3)
+
+    expected, merged = single_and_sharded(config, stream, 3)
+
+    assert merged == expected
+    duplicates = [v for v in expected if v.verdict == "duplicate"]
+    assert len(duplicates) > 150
+    # Matches sit on every shard: the merge really combines them.
+    signed = make_detector(config).sign(texts)
+    owners = shard_of(signed.keys, 3)
+    matched_on = {int(owners[int(v.duplicate_of.removeprefix("doc-"))]) for v in duplicates if v.duplicate_of}
+    assert matched_on == {0, 1, 2}
+
+
+def test_ownership_follows_the_content_so_exact_copies_share_a_shard() -> None:
+    config = DetectionConfig()
+    texts = make_corpus(200, seed=3)
+    keys = make_detector(config).sign(texts + texts).keys
+    owners = shard_of(keys, 3)
+    assert np.array_equal(owners[:200], owners[200:])
+    assert np.bincount(owners, minlength=3).min() > 100  # and spread over all shards
+
+
+def answer(keys: list[int], match_keys: list[int], similarity: list[float], ids: list[str]) -> ShardAnswer:
+    return ShardAnswer(
+        np.array(keys, dtype=np.int64),
+        np.array(match_keys, dtype=np.int64),
+        np.array(similarity),
+        None,
+        np.array([7] * len(keys), dtype=np.uint64),
+        ids,
+    )
+
+
+def test_merge_takes_the_highest_similarity_then_the_earliest_match() -> None:
+    keys = sequence_keys(9, 3)
+    first = answer([keys[0], keys[1], keys[2]], [50, 40, 30], [0.9, 0.85, 0.8], ["a", "b", "c"])
+    second = answer([keys[0], keys[1], keys[2]], [60, 20, 31], [0.95, 0.85, 0.8], ["x", "y", "z"])
+
+    verdicts = merge_answers(keys, ["q0", "q1", "q2"], [first, second])
+
+    assert [v.duplicate_of for v in verdicts] == ["x", "y", "c"]
+
+
+def test_merge_compares_similarities_before_rounding() -> None:
+    keys = sequence_keys(0, 1)
+    earlier = answer([int(keys[0])], [1], [0.91368], ["earlier"])
+    closer = answer([int(keys[0])], [2], [0.91372], ["closer"])
+
+    (verdict,) = merge_answers(keys, ["q"], [earlier, closer])
+
+    assert (verdict.duplicate_of, verdict.similarity, verdict.match_source) == ("closer", 0.9137, 7)
+
+
+def test_merge_without_answers_is_all_unique_and_ignores_other_documents() -> None:
+    keys = sequence_keys(4, 2)
+    elsewhere = answer([int(sequence_keys(5, 1)[0])], [1], [0.99], ["other"])
+
+    assert merge_answers(keys, ["a", "b"], [elsewhere]) == [Verdict("a", "unique"), Verdict("b", "unique")]
+    assert merge_answers(keys, ["a", "b"], []) == [Verdict("a", "unique"), Verdict("b", "unique")]
+
+
+def test_a_shard_refuses_settings_it_cannot_honour() -> None:
+    with pytest.raises(ConfigError, match="shard_index"):
+        ShardDetector(DetectionConfig(index_slots=3), 3, 3)
+    with pytest.raises(ConfigError, match="'shards'"):
+        ShardDetector(DetectionConfig(), 0, 0)
+    with pytest.raises(ConfigError, match="simhash"):
+        ShardDetector(DetectionConfig(method="simhash"), 0, 2)
+    with pytest.raises(ConfigError, match="must divide index_slots=4"):
+        ShardDetector(DetectionConfig(index_slots=4), 0, 3)
+
+
+def test_caps_counted_per_slot_bind_alike_and_exact_copies_are_still_found() -> None:
+    base = "copper lantern over the quarry at dawn with saffron sails and a willow by the harbour wall"
+    texts = [f"{base} {i}" for i in range(40)] + [f"{base} {i}" for i in range(40)]
+    # One document per batch: the caps of the index's tables decide, not the pairing within a batch.
+    stream: Stream = [(offset, [(f"doc-{offset}", text, offset)]) for offset, text in enumerate(texts)]
+    capped = DetectionConfig(threshold=0.5, max_bucket_size=2, index_slots=6)
+
+    expected, merged = single_and_sharded(capped, stream, 3)
+
+    assert merged == expected
+    assert all(v.verdict == "duplicate" and v.similarity == 1.0 for v in expected[40:])
+    single = make_detector(capped)
+    for _, documents in stream:
+        single.process_signed(signed_batch(capped, documents))
+    assert single.hot_bucket_skips > 500
+
+
+@pytest.mark.parametrize("slots", [1, 6])
+def test_what_the_cap_admits_does_not_depend_on_batch_boundaries(slots: int) -> None:
+    texts = make_corpus(300, seed=11, copies=0.6)
+    config = DetectionConfig(threshold=0.6, max_bucket_size=3, index_slots=slots)
+    skips = []
+    for size in (1, 7, 300):
+        detector = make_detector(config)
+        for start in range(0, 300, size):
+            documents = [(f"d{i}", texts[i], i) for i in range(start, min(300, start + size))]
+            detector.process_signed(signed_batch(config, documents))
+        skips.append(detector.hot_bucket_skips)
+    assert skips[0] > 100
+    assert skips == [skips[0]] * 3
+
+
+def test_sequence_keys_order_batches_then_rows() -> None:
+    earlier, later = sequence_keys(3, 100_000), sequence_keys(4, 1)
+    assert np.all(np.diff(earlier) == 1) and earlier[-1] < later[0]
+    with pytest.raises(ValueError, match="bits of row"):
+        sequence_keys(0, (1 << 20) + 1)

@@ -1,0 +1,192 @@
+"""A sharded stage on the real broker: signers, shards and a judge give one process's verdicts, exactly once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import make_detector
+from stream_dedup.engine.sharding import shard_of
+from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
+from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
+from tests.corpus import make_clustered_corpus
+
+from .stage import (
+    Stage,
+    document_messages,
+    produce,
+    read_committed,
+    role_threads,
+    verdicts_by_source,
+    worker_thread,
+)
+
+pytestmark = pytest.mark.kafka
+
+#: Divisible by 1, 2 and 3 shards.
+SLOTS = 6
+
+
+def sequenced_batches(bootstrap: str, topic: str, config: DetectionConfig) -> list[SequencedBatch]:
+    """Every batch of the sequenced topic, in order."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+    partition = TopicPartition(topic, 0)
+    try:
+        consumer.assign([partition])
+        consumer.seek_to_beginning(partition)
+        end = consumer.end_offsets([partition])[partition]
+        assembly = BatchAssembly(config.signature_fingerprint())
+        batches = []
+        while consumer.position(partition) < end:
+            for record in consumer.poll(timeout_ms=500).get(partition, []):
+                batch = assembly.add(record.offset, record.value)
+                if batch is not None:
+                    batches.append(batch)
+        return batches
+    finally:
+        consumer.close()
+
+
+def one_process_verdicts(batches: list[SequencedBatch], config: DetectionConfig) -> dict[str, dict[str, Any]]:
+    """What one detector publishes for the same sequenced batches, value for value, by document id."""
+    detector = make_detector(config)
+    published = {}
+    for batch in batches:
+        documents = batch.entry.documents
+        for verdict, pointer, event_time in zip(
+            detector.process_signed(documents), documents.sources.tolist(), documents.event_times.tolist(), strict=True
+        ):
+            source = Source(batch.entry.input_topic, *match_coordinates(pointer), round(event_time * 1000))
+            published[verdict.id] = json.loads(verdict_value(verdict, source, config.fingerprint()))
+    return published
+
+
+def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(stage: Stage) -> None:
+    corpus = make_clustered_corpus(1500, seed=31)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    roles = dict(batch_size=100, index_slots=SLOTS, shards=2)
+    with role_threads(
+        stage.settings("signer-1", role="signer", **roles),
+        stage.settings("shard-0", role="shard", shard_index=0, **roles),
+        stage.settings("shard-1", role="shard", shard_index=1, **roles),
+        stage.settings("judge-1", role="judge", **roles),
+    ) as runners:
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+        sequenced = runners[0].settings.sequenced_topic
+
+    published = [json.loads(r.value) for r in records]
+    assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
+    assert len(published) == len(corpus)
+    config = DetectionConfig(index_slots=SLOTS)
+    batches = sequenced_batches(stage.bootstrap, sequenced, config)
+    assert sum(len(b.entry.documents.ids) for b in batches) == len(corpus)
+    expected = one_process_verdicts(batches, config)
+    assert {v["id"]: v for v in published} == expected
+    assert sum(v["verdict"] == "duplicate" for v in published) > 150
+    assert {r.key for r in records} == {v["id"].encode() for v in published}
+    # Matches were found on both shards: the judge really merged.
+    owner = {
+        doc_id: int(shard)
+        for batch in batches
+        for doc_id, shard in zip(batch.entry.documents.ids, shard_of(batch.entry.documents.signed.keys, 2), strict=True)
+    }
+    assert {owner[v["duplicate_of"]] for v in published if v["duplicate_of"]} == {0, 1}
+
+
+def test_three_shards_and_a_judge_reading_a_workers_changelog_publish_the_workers_verdicts(
+    stage: Stage, topic_factory: Callable[..., str]
+) -> None:
+    """The worker's changelog is a sequenced topic: a shard set can start from it and agree with the worker."""
+    corpus = make_clustered_corpus(1200, seed=32)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    # A slot admits one document per key here: caps bind (~700 skips over this corpus).
+    worker = stage.settings("worker-1", batch_size=150, index_slots=SLOTS, max_bucket_size=4)
+    with worker_thread(worker):
+        by_worker = [json.loads(r.value) for r in read_committed(stage.bootstrap, stage.output_topic, len(corpus))]
+    sharded_output = topic_factory(partitions=3)
+    roles = dict(
+        group_id=f"sharded-{stage.group_id}",
+        output_topic=sharded_output,
+        sequenced_topic=worker.changelog_topic,
+        batch_size=150,
+        index_slots=SLOTS,
+        max_bucket_size=4,
+        shards=3,
+    )
+    with role_threads(
+        *(stage.settings(f"shard-{k}", role="shard", shard_index=k, **roles) for k in range(3)),
+        stage.settings("judge-1", role="judge", **roles),
+    ):
+        by_shards = [json.loads(r.value) for r in read_committed(stage.bootstrap, sharded_output, len(corpus))]
+
+    assert len(by_shards) == len(by_worker) == len(corpus)
+    assert {v["id"]: v for v in by_shards} == {v["id"]: v for v in by_worker}
+    assert sum(v["verdict"] == "duplicate" for v in by_worker) > 150
+
+
+def committed_offset(bootstrap: str, group: str, partition: TopicPartition) -> int | None:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        return consumer.committed(partition)
+    finally:
+        consumer.close()
+
+
+def commit_offset(bootstrap: str, group: str, partition: TopicPartition, offset: int) -> None:
+    """What ``kafka-consumer-groups.sh --reset-offsets --to-offset`` does, for a group with no member."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.assign([partition])
+        consumer.commit({partition: OffsetAndMetadata(offset, "", -1)})
+    finally:
+        consumer.close()
+
+
+def test_going_from_two_shards_to_three_as_documented_keeps_every_verdict_once_and_the_same(stage: Stage) -> None:
+    """docs/scale-out.md, "Changing the number of shards": a new set rebuilds, then the judges switch."""
+    corpus = make_clustered_corpus(1500, seed=33)
+    messages = document_messages(corpus, partitions=3)
+    old = dict(batch_size=50, index_slots=SLOTS, shards=2)
+    new = dict(old, shards=3, group_id=f"{stage.group_id}-3", sequenced_topic=f"{stage.group_id}.sequenced")
+    with contextlib.ExitStack() as running:
+        running.enter_context(
+            role_threads(
+                stage.settings("signer-1", role="signer", **old),
+                *(stage.settings(f"shard-{k}", role="shard", shard_index=k, **old) for k in range(2)),
+            )
+        )
+        old_judge = contextlib.ExitStack()
+        old_judge.enter_context(role_threads(stage.settings("judge-1", role="judge", **old)))
+        produce(stage.bootstrap, stage.input_topic, messages[:600])
+        read_committed(stage.bootstrap, stage.output_topic, 600, settle=0.5)
+        # 1. The new set rebuilds from the sequenced topic while the old one keeps publishing.
+        running.enter_context(
+            role_threads(*(stage.settings(f"shard-{k}", role="shard", shard_index=k, **new) for k in range(3)))
+        )
+        produce(stage.bootstrap, stage.input_topic, messages[600:1000])
+        # 2. The old judge stops at X; the new one starts from X.
+        old_judge.close()
+        sequenced = TopicPartition(f"{stage.group_id}.sequenced", 0)
+        switch_at = committed_offset(stage.bootstrap, f"{stage.group_id}.judge", sequenced)
+        assert switch_at is not None and switch_at > 0
+        commit_offset(stage.bootstrap, f"{stage.group_id}-3.judge", sequenced, switch_at)
+        running.enter_context(role_threads(stage.settings("judge-1", role="judge", **new)))
+        produce(stage.bootstrap, stage.input_topic, messages[1000:])
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+        # 3. The old shards stop (here with everything else).
+
+    published = [json.loads(r.value) for r in records]
+    assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
+    assert len(published) == len(corpus)
+    config = DetectionConfig(index_slots=SLOTS)
+    batches = sequenced_batches(stage.bootstrap, sequenced.topic, config)
+    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config)
+    # Both sets published: the switch happened mid-stream.
+    assert 0 < switch_at < batches[-1].offset

@@ -1,0 +1,157 @@
+"""kill -9 of every role of a sharded stage, at random moments: each verdict once, as an uninterrupted run."""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+
+from stream_dedup.config import DetectionConfig
+from tests.corpus import make_clustered_corpus
+from tests.hostile_records import HOSTILE, MAX_DOCUMENT_BYTES
+
+from .stage import Stage, WorkerProcess, document_messages, produce, read_committed, verdicts_by_source, wait_until
+from .test_crash import check_every_hostile_record_dead_lettered_once
+from .test_roles import SLOTS, one_process_verdicts, sequenced_batches
+
+pytestmark = pytest.mark.kafka
+
+#: Each process of the stage: its instance id and role settings. Shard 1 has a standby.
+PROCESSES = {
+    "signer-1": {"role": "signer"},
+    "signer-2": {"role": "signer"},
+    "shard-0": {"role": "shard", "shard_index": 0},
+    "shard-1a": {"role": "shard", "shard_index": 1},
+    "shard-1b": {"role": "shard", "shard_index": 1},
+    "shard-2": {"role": "shard", "shard_index": 2},
+    "judge-1": {"role": "judge"},
+}
+
+
+def undone(stage: Stage, group: str, topic: str) -> int:
+    """Records of ``topic`` committed by their writers and not yet by ``group`` (see test_crash.unprocessed)."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=stage.bootstrap, group_id=group, enable_auto_commit=False, isolation_level="read_committed"
+    )
+    try:
+        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        ends = consumer.end_offsets(parts)
+        return sum(max(0, ends[tp] - 1 - (consumer.committed(tp) or 0)) for tp in parts if ends[tp])
+    finally:
+        consumer.close()
+
+
+def work_of(stage: Stage, name: str) -> tuple[str, str]:
+    """The group and the topic a process of the stage reads."""
+    settings = stage.settings(name, shards=3, index_slots=SLOTS, **PROCESSES[name])
+    topic = settings.input_topic if settings.role == "signer" else settings.sequenced_topic
+    return settings.role_group_id, topic
+
+
+def holds_partitions(process: WorkerProcess) -> bool:
+    """Whether a running process last said it holds its role's partitions (not standing by)."""
+    said = [
+        line["message"]
+        for line in process.log_lines()
+        if str(line.get("message", "")).startswith(("active:", "standby for"))
+    ]
+    return process.running() and bool(said) and said[-1].startswith("active:")
+
+
+def kill_and_restart(
+    stage: Stage, name: str, process: WorkerProcess, rng: random.Random, standby: WorkerProcess | None
+) -> int:
+    """kill -9, then start again after a moment; a standby, if any, must have taken over first.
+
+    Returns the records the killed role's group had left undone when it died
+    (measured once it is dead, so that no commit can follow).
+    """
+    process.kill()
+    left = undone(stage, *work_of(stage, name))
+    if standby is not None:
+        wait_until(lambda: holds_partitions(standby), 60, "the standby shard taking over")
+    time.sleep(rng.uniform(0.2, 1.5))
+    process.start()
+    return left
+
+
+def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_process_would(
+    stage: Stage, tmp_path: Path
+) -> None:
+    rng = random.Random(41)
+    corpus = make_clustered_corpus(6000, seed=41)
+    messages: list[tuple[bytes | None, bytes | None, int, int]] = list(document_messages(corpus, partitions=3))
+    for number, (_, key, value, _) in enumerate(HOSTILE):
+        at = (number + 1) * len(messages) // (len(HOSTILE) + 1)
+        messages.insert(at, (key, value, number % 3, messages[at][3]))
+    common = {
+        "batch_size": 20,
+        "shards": 3,
+        "index_slots": SLOTS,
+        "max_document_bytes": MAX_DOCUMENT_BYTES,
+        "session_timeout_seconds": 6,
+        "transaction_timeout_seconds": 10,
+    }
+    processes = {
+        name: WorkerProcess(stage.environment(name, **common, **extra), tmp_path / f"{name}.log").start()
+        for name, extra in PROCESSES.items()
+    }
+    # Every role in turn, then at random; the shard with a standby is killed where it is active. Half the
+    # feed is in the topic first, so that the first restarts meet a backlog; the rest comes a chunk before
+    # each kill. Kills go on until ten of them left work undone (an idle role proves nothing).
+    kinds = ["signer", "shard", "judge", "shard-1"]
+    half = len(messages) // 2
+    produce(stage.bootstrap, stage.input_topic, messages[:half])
+    chunks = [messages[i : i + half // 20 + 1] for i in range(half, len(messages), half // 20 + 1)]
+    standby_took_over = 0
+    left_undone: list[tuple[str, int]] = []
+    try:
+        for attempt in range(24):
+            if sum(left > 0 for _, left in left_undone) >= 10 and standby_took_over:
+                break
+            victim = kinds[attempt] if attempt < len(kinds) else rng.choice(kinds)
+            if chunks:
+                produce(stage.bootstrap, stage.input_topic, chunks.pop(0))
+            # Random moments: mid-step, mid-commit, mid-replay, mid-rebalance.
+            time.sleep(rng.uniform(0.1, 0.8))
+            if victim == "shard-1":
+                shard_1 = [n for n in processes if n.startswith("shard-1")]
+                active = next((n for n in shard_1 if holds_partitions(processes[n])), None)
+                if active is not None:
+                    other = processes[next(n for n in shard_1 if n != active)]
+                    left_undone.append((active, kill_and_restart(stage, active, processes[active], rng, other)))
+                    standby_took_over += 1
+                    continue
+                victim = "shard"
+            name = rng.choice([n for n in processes if n.startswith(victim) and not n.startswith("shard-1")])
+            left_undone.append((name, kill_and_restart(stage, name, processes[name], rng, standby=None)))
+        for chunk in chunks:
+            produce(stage.bootstrap, stage.input_topic, chunk)
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=240, settle=4)
+        letters = read_committed(stage.bootstrap, stage.dead_letter_topic, len(HOSTILE), timeout=60, settle=3)
+        died = [name for name, process in processes.items() if not process.running()]
+        assert not died, f"{died} died by themselves"
+    finally:
+        for process in processes.values():
+            if process.running():
+                process.kill()
+
+    assert standby_took_over >= 1
+    # A kill proves something only if the role had work in hand: most must have.
+    meaningful = [name for name, left in left_undone if left > 0]
+    assert len(meaningful) >= 10, f"kills that left work undone: {left_undone}"
+    assert {name.split("-")[0] for name in meaningful} == {"signer", "shard", "judge"}
+    published = [json.loads(r.value) for r in records]
+    duplicated = {source: vs for source, vs in verdicts_by_source(published).items() if len(vs) > 1}
+    assert not duplicated, f"{len(duplicated)} records got more than one verdict"
+    assert len(published) == len(corpus)
+    check_every_hostile_record_dead_lettered_once(letters)
+    config = DetectionConfig(index_slots=SLOTS)
+    batches = sequenced_batches(stage.bootstrap, f"{stage.group_id}.sequenced", config)
+    # Each document was signed into the sequenced topic once, whatever the signers' kills.
+    assert sorted(d for b in batches for d in b.entry.documents.ids) == sorted(f"doc-{i}" for i in range(len(corpus)))
+    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config)

@@ -1,0 +1,106 @@
+"""The judge's step without a broker: it waits for every shard, merges, and commits only what it used up."""
+
+from typing import Any, NamedTuple
+
+import numpy as np
+from kafka import TopicPartition
+
+from stream_dedup.cli.settings_sources import resolve_settings
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import make_detector
+from stream_dedup.engine.sharding import ShardAnswer, ShardDetector, sequence_keys
+from stream_dedup.kafka.answers import AnswerRecord, encode_answers
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.lsh import IndexedBatch
+from stream_dedup.roles.judge import Judge
+from tests.corpus import make_corpus
+
+CONFIG = DetectionConfig(index_slots=2)
+DIGEST = CONFIG.signature_fingerprint()
+SETTINGS = resolve_settings(
+    {}, {"STREAM_DEDUP_ROLE": "judge", "STREAM_DEDUP_SHARDS": "2", "STREAM_DEDUP_INDEX_SLOTS": "2"}
+)
+SEQUENCED = TopicPartition(SETTINGS.sequenced_topic, 0)
+ANSWERS = [TopicPartition(SETTINGS.answers_topic, k) for k in range(2)]
+
+
+class Record(NamedTuple):
+    offset: int
+    value: bytes
+
+
+def batches(texts: list[str], size: int) -> list[IndexedBatch]:
+    detector = make_detector(CONFIG)
+    return [
+        IndexedBatch(
+            [f"d{i}" for i in range(start, start + size)],
+            detector.sign(texts[start : start + size]),
+            np.full(size, 1.5),
+            np.arange(start, start + size, dtype=np.uint64),
+        )
+        for start in range(0, len(texts), size)
+    ]
+
+
+def answer_record(shard: int, first: int, end: int, answers: list[ShardAnswer]) -> bytes:
+    (value,) = encode_answers(AnswerRecord(shard, 2, first, end, ShardAnswer.concat(answers)), DIGEST)
+    return value
+
+
+def test_the_judge_waits_for_every_shard_then_commits_what_it_used_up() -> None:
+    texts = make_corpus(90, seed=4, copies=0.5)
+    three = batches(texts, 30)
+    shards = [ShardDetector(CONFIG, k, 2) for k in range(2)]
+    answers = [[shard.answer(b, sequence_keys(offset, 30)) for offset, b in enumerate(three)] for shard in shards]
+    judge = Judge(SETTINGS)
+    sequenced = [Record(o, encode_entry(ChangelogEntry(b, "documents", {}), DIGEST)[0]) for o, b in enumerate(three)]
+    polled: dict[TopicPartition, list[Any]] = {
+        SEQUENCED: sequenced,
+        ANSWERS[0]: [Record(40, answer_record(0, 0, 3, answers[0]))],
+    }
+
+    assert judge.step(polled) is None  # shard 1 has said nothing yet
+
+    outgoing = judge.step({ANSWERS[1]: [Record(7, answer_record(1, 0, 2, answers[1][:2]))]})
+
+    assert outgoing is not None and outgoing.report.documents == 60  # batches 0 and 1: shard 1 got past them only
+    single = make_detector(CONFIG)
+    expected = [v for b in three[:2] for v in single.process_signed(b)]
+    assert [s.record.key for s in outgoing.sends] == [v.id.encode() for v in expected]
+    assert outgoing.report.verdicts["duplicate"] == sum(v.verdict == "duplicate" for v in expected) > 5
+    # Shard 0's record still holds batch 2's answers: committed at it, to be read again after a restart.
+    assert outgoing.offsets == {SEQUENCED: 2, ANSWERS[0]: 40, ANSWERS[1]: 8}
+
+    last = judge.step({ANSWERS[1]: [Record(8, answer_record(1, 2, 3, answers[1][2:]))]})
+
+    assert last is not None and last.report.documents == 30
+    assert last.offsets == {SEQUENCED: 3, ANSWERS[0]: 41, ANSWERS[1]: 9}
+
+
+class _Consumer:
+    """What a take-over asks of the consumer: the answers' partitions, committed offsets, seeks."""
+
+    def __init__(self) -> None:
+        self.seeks: dict[TopicPartition, int] = {}
+
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {0, 1}
+
+    def committed(self, partition: TopicPartition) -> int:
+        return 5
+
+    def seek(self, partition: TopicPartition, offset: int) -> None:
+        self.seeks[partition] = offset
+
+
+def test_a_take_over_forgets_what_was_read_and_reads_again_from_the_committed_offsets() -> None:
+    judge = Judge(SETTINGS)
+    batch = batches(make_corpus(30, seed=5), 30)[0]
+    judge.step({SEQUENCED: [Record(0, encode_entry(ChangelogEntry(batch, "documents", {}), DIGEST)[0])]})
+    assert len(judge.batches) == 1
+    consumer = _Consumer()
+
+    judge.take_over(consumer, [SEQUENCED, *ANSWERS])  # type: ignore[arg-type]
+
+    assert not judge.batches and not judge.progress
+    assert consumer.seeks == dict.fromkeys([SEQUENCED, *ANSWERS], 5)
