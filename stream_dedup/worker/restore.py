@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import DuplicateDetector
+from stream_dedup.engine.snapshot import load_snapshot
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.settings import WorkerSettings
@@ -45,7 +46,7 @@ def restore(
             return f"the changelog no longer holds offsets {coverage.changelog_offset}..{first} after it"
         return None
 
-    loaded = store.load_newest(s.detection, s.changelog_topic, usable)
+    loaded = store.load_newest(lambda path: load_snapshot(path, s.detection), s.changelog_topic, usable)
     if loaded is None:
         log.info("no usable snapshot: replaying the whole changelog (offsets %d..%d)", first, end)
         detector = detector_factory(s.detection)
