@@ -95,6 +95,8 @@ def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_pr
         "max_document_bytes": MAX_DOCUMENT_BYTES,
         "session_timeout_seconds": 6,
         "transaction_timeout_seconds": 10,
+        # Shards snapshot every few hundred documents of the stream: most restarts load one, some a full replay.
+        "snapshot_every_documents": 400,
     }
     processes = {
         name: WorkerProcess(stage.environment(name, **common, **extra), tmp_path / f"{name}.log").start()
