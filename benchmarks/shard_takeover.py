@@ -180,21 +180,12 @@ def main() -> None:
     full, tail, loaded = (min(runs[name]) for name in ("full", "tail", "loaded"))
     tail_documents = documents - round(len(batches) * SNAPSHOT_SHARE) * BATCH
     rows = [
-        Row(
-            f"take-over s, snapshot at {documents:,} (no replay)",
-            loaded[0],
-            f"full replay of {documents:,}",
-            full[0],
-            lower_is_better=True,
-            fmt=".2f",
-        ),
-        Row(
-            f"take-over s, snapshot + replay of {tail_documents:,}",
-            tail[0],
-            f"full replay of {documents:,}",
-            full[0],
-            lower_is_better=True,
-            fmt=".2f",
+        *(
+            Row(label, seconds, f"full replay of {documents:,}", full[0], lower_is_better=True, fmt=".2f")
+            for label, seconds in (
+                (f"take-over s, snapshot at {documents:,} (no replay)", loaded[0]),
+                (f"take-over s, snapshot + replay of {tail_documents:,}", tail[0]),
+            )
         ),
         Row(
             "replay docs/s (full take-over minus one with nothing to replay)",

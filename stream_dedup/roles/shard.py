@@ -48,7 +48,7 @@ from stream_dedup.kafka.sequenced import BatchAssembly
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
 
 log = logging.getLogger(__name__)
 
@@ -109,14 +109,7 @@ class Shard(RoleWork):
         """The newest snapshot the sequenced topic can continue up to ``committed``, else an empty index."""
         s = self.settings
         beginning = int(consumer.beginning_offsets([self.partition])[self.partition])
-
-        def usable(coverage: SnapshotCoverage) -> str | None:
-            if coverage.changelog_offset > committed:
-                return f"it covers sequenced offset {coverage.changelog_offset}, past the committed {committed}"
-            if coverage.changelog_offset < beginning:
-                return f"the sequenced topic no longer holds offsets {coverage.changelog_offset}..{beginning} after it"
-            return None
-
+        usable = continued_by("sequenced topic", beginning, committed, "the group's committed offset")
         loaded = self.store.load_newest(
             lambda path: load_shard_snapshot(path, s.detection, s.shard_index, s.shards), s.sequenced_topic, usable
         )

@@ -52,6 +52,23 @@ class SnapshotCoverage:
         )
 
 
+def continued_by(log: str, first: int, end: int, end_name: str) -> Callable[[SnapshotCoverage], str | None]:
+    """Whether ``log``, holding offsets from ``first``, continues a snapshot up to ``end``: why not, or None.
+
+    A snapshot past ``end`` (named ``end_name`` in the reason) holds batches
+    that must not be skipped; one before ``first`` misses what retention deleted.
+    """
+
+    def usable(coverage: SnapshotCoverage) -> str | None:
+        if coverage.changelog_offset > end:
+            return f"it covers {log} offset {coverage.changelog_offset}, past {end_name} {end}"
+        if coverage.changelog_offset < first:
+            return f"the {log} no longer holds offsets {coverage.changelog_offset}..{first} after it"
+        return None
+
+    return usable
+
+
 class Indexed(Protocol):
     """What a schedule counts: documents held, and documents evicted so far."""
 

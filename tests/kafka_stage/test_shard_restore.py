@@ -11,7 +11,16 @@ import pytest
 from stream_dedup.config import DetectionConfig
 from tests.corpus import make_clustered_corpus
 
-from .stage import Stage, WorkerProcess, document_messages, produce, read_committed, verdicts_by_source, wait_until
+from .stage import (
+    Stage,
+    WorkerProcess,
+    document_messages,
+    produce,
+    read_committed,
+    role_processes,
+    verdicts_by_source,
+    wait_until,
+)
 from .test_roles import SLOTS, one_process_verdicts, sequenced_batches
 
 pytestmark = pytest.mark.kafka
@@ -47,30 +56,21 @@ def test_a_shard_killed_after_a_snapshot_replays_only_what_followed_it(stage: St
         "session_timeout_seconds": 6,
         "transaction_timeout_seconds": 10,
     }
-    processes = {
-        name: WorkerProcess(stage.environment(name, **common, **extra), tmp_path / f"{name}.log").start()
-        for name, extra in PROCESSES.items()
-    }
+    processes = role_processes(stage, tmp_path, PROCESSES, **common)
     shard = processes["shard-1"]
     directory = stage.snapshot_root / "shard-1" / "shard-1"
-    try:
-        # Chunk by chunk, each judged before the next: the shard answers in many steps and snapshots between them.
-        for start in range(0, 1000, 100):
-            produce(stage.bootstrap, stage.input_topic, messages[start : start + 100])
-            read_committed(stage.bootstrap, stage.output_topic, start + 100, settle=0.1)
-        wait_until(lambda: snapshot_offsets(directory), 60, "a snapshot of shard 1")
-        shard.kill()
-        covered = snapshot_offsets(directory)[-1]
-        take_overs = len(replays(shard))
-        produce(stage.bootstrap, stage.input_topic, messages[1000:])
-        shard.start()
-        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), settle=3)
-        died = [name for name, process in processes.items() if not process.running()]
-        assert not died, f"{died} died by themselves"
-    finally:
-        for process in processes.values():
-            if process.running():
-                process.kill()
+    # Chunk by chunk, each judged before the next: the shard answers in many steps and snapshots between them.
+    for start in range(0, 1000, 100):
+        produce(stage.bootstrap, stage.input_topic, messages[start : start + 100])
+        read_committed(stage.bootstrap, stage.output_topic, start + 100, settle=0.1)
+    wait_until(lambda: snapshot_offsets(directory), 60, "a snapshot of shard 1")
+    shard.kill()
+    covered = snapshot_offsets(directory)[-1]
+    take_overs = len(replays(shard))
+    produce(stage.bootstrap, stage.input_topic, messages[1000:])
+    shard.start()
+    records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), settle=3)
+    assert all(process.running() for process in processes.values()), "a role died by itself"
 
     config = DetectionConfig(index_slots=SLOTS)
     batches = sequenced_batches(stage.bootstrap, f"{stage.group_id}.sequenced", config)
