@@ -36,6 +36,14 @@ class IncompatibleSnapshotError(SnapshotError):
     """
 
 
+class ForeignSnapshotError(SnapshotError):
+    """A snapshot is of another part of the index: a shard's where a whole index is wanted, or another shard's.
+
+    Only an optimisation is lost: the store skips it (with a warning naming the
+    setting that differs) for an older snapshot or a replay of the log.
+    """
+
+
 class ChangelogError(StreamDedupError):
     """A changelog record cannot be replayed: not one of ours, or made with other signature parameters."""
 

@@ -152,7 +152,7 @@ class ShardDetector:
         self.detector = Detector(config, band_index(config, Retention()))
         self.stream = GenerationList(config.retention(), Stretch)
         #: Sequence keys of the stored documents, one arena per generation (by its base sequence number).
-        self._keys: dict[int, Arena] = {}
+        self.generation_keys: dict[int, Arena] = {}
 
     def __len__(self) -> int:
         """Documents this shard holds."""
@@ -160,7 +160,7 @@ class ShardDetector:
 
     def memory_bytes(self) -> int:
         """Bytes held by the index's arrays and the sequence keys."""
-        return self.detector.memory_bytes() + sum(arena.nbytes for arena in self._keys.values())
+        return self.detector.memory_bytes() + sum(arena.nbytes for arena in self.generation_keys.values())
 
     def answer(self, batch: IndexedBatch, keys: SequenceKeys) -> ShardAnswer:
         """This shard's best match for each document of ``batch``; then index the documents it owns.
@@ -188,7 +188,8 @@ class ShardDetector:
             match_ids,
         )
         rows = np.flatnonzero(owned)
-        self._keys.setdefault(self.detector.index.generations[-1].base_seq, Arena((), np.int64)).extend(keys[rows])
+        newest = self.detector.index.generations[-1].base_seq
+        self.generation_keys.setdefault(newest, Arena((), np.int64)).extend(keys[rows])
         self.detector.insert(batch.take(rows), probe.counts[rows])
         self._follow_retention(batch)
         return answer
@@ -203,13 +204,13 @@ class ShardDetector:
         while len(history.items) > len(self.stream.items):
             history.evict_oldest()
         kept = {generation.base_seq for generation in history.items}
-        for base in [base for base in self._keys if base not in kept]:
-            del self._keys[base]
+        for base in [base for base in self.generation_keys if base not in kept]:
+            del self.generation_keys[base]
 
     def _stored_keys(self, seqs: npt.NDArray[np.int64]) -> SequenceKeys:
         out = np.empty(seqs.size, dtype=np.int64)
         for generation, positions, local in self.detector.index.history.locate(seqs):
-            out[positions] = self._keys[generation.base_seq].values[local]
+            out[positions] = self.generation_keys[generation.base_seq].values[local]
         return out
 
 

@@ -17,6 +17,14 @@ signature parameter against the running configuration, so a snapshot made
 with other settings is refused with the name of the parameter that differs.
 Nothing is loaded silently when it is not exactly what was written.
 
+A shard of a sharded stage (:class:`~stream_dedup.engine.sharding.ShardDetector`)
+is snapshotted in the same file format: its index as above, plus the header's
+``state.shard`` (``shards``, ``shard_index``, ``index_slots`` and the stream
+measure its retention follows) and an array of sequence keys per generation.
+:func:`load_shard_snapshot` refuses one of another shard, shard count, slot
+count or signature parameters with :class:`ForeignSnapshotError` naming the
+setting, and :func:`load_snapshot` refuses a shard's (it holds part of an index).
+
 Writing goes to a temporary file in the same directory, is fsynced, renamed
 over the target and the directory fsynced: a crash at any moment leaves
 either the old snapshot or the new one, never a torn file under the name.
@@ -36,12 +44,14 @@ import xxhash
 from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, LEADING_SIGNATURE_PARAMETERS, DetectionConfig
 from stream_dedup.engine.detection import DetectorStats, DuplicateDetector
 from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.sharding import ShardDetector
 from stream_dedup.engine.simhash_detector import SimHashDetector
-from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
+from stream_dedup.errors import CorruptSnapshotError, ForeignSnapshotError, IncompatibleSnapshotError
 from stream_dedup.lsh.arena import Arena
 from stream_dedup.lsh.generation import Generation
 from stream_dedup.lsh.hamming import HammingIndex
 from stream_dedup.lsh.index import BandIndex
+from stream_dedup.lsh.retention import Stretch
 
 MAGIC = b"SDEDUPSN"
 END_MAGIC = b"SDEDUPEN"
@@ -79,44 +89,77 @@ class SnapshotImage:
         return size
 
 
-def capture_snapshot(detector: DuplicateDetector, metadata: dict[str, Any] | None = None) -> SnapshotImage:
+#: What a snapshot holds: a whole index, or one shard's part of it.
+Snapshotted = DuplicateDetector | ShardDetector
+
+
+def capture_snapshot(detector: Snapshotted, metadata: dict[str, Any] | None = None) -> SnapshotImage:
     """Freeze ``detector``'s state for :meth:`SnapshotImage.write`.
 
     ``metadata`` (JSON-serialisable) is stored as is: the Kafka stage keeps
     the input and changelog positions the snapshot covers there.
     """
+    shard = detector if isinstance(detector, ShardDetector) else None
+    whole = detector.detector if isinstance(detector, ShardDetector) else detector
     state: dict[str, Any]
-    if isinstance(detector, SimHashDetector):
+    if isinstance(whole, SimHashDetector):
         # The export copies every array: the fingerprints are few bytes per document.
-        hamming, exported = detector.index.export()
+        hamming, exported = whole.index.export()
         arrays, state = list(exported.items()), {"hamming": hamming}
-    elif isinstance(detector, Detector):
-        arrays, generations = _collect_arrays(detector.index)
+    elif isinstance(whole, Detector):
+        arrays, generations = _collect_arrays(whole.index)
         state = {
             "generations": generations,
-            "hot_bucket_skips": detector.index.hot_bucket_skips,
-            "evicted_documents": detector.index.evicted_documents,
-            "newest_event_time": _finite_or_none(detector.index.history.newest_event_time),
+            "hot_bucket_skips": whole.index.hot_bucket_skips,
+            "evicted_documents": whole.index.evicted_documents,
+            "newest_event_time": _finite_or_none(whole.index.history.newest_event_time),
         }
     else:
-        raise TypeError(f"cannot snapshot a {type(detector).__name__}")
+        raise TypeError(f"cannot snapshot a {type(whole).__name__}")
+    if shard is not None:
+        # Filled rows of an arena never change, so the keys need no copy (as the arenas above).
+        arrays += [(f"shard.keys.{base}", keys.values) for base, keys in shard.generation_keys.items()]
+        state["shard"] = _shard_state(shard)
     directory, offset = [], 0
     for name, array in arrays:
         directory.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape), "offset": offset})
         offset += array.nbytes
     header = {
-        "parameters": detector.config.signature_parameters(),
-        "config": asdict(detector.config),
-        "state": {**state, "stats": asdict(detector.stats)},
+        "parameters": whole.config.signature_parameters(),
+        "config": asdict(whole.config),
+        "state": {**state, "stats": asdict(whole.stats)},
         "arrays": directory,
         "metadata": metadata or {},
     }
     return SnapshotImage(json.dumps(header, sort_keys=True).encode("utf-8"), arrays)
 
 
-def save_snapshot(
-    detector: DuplicateDetector, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None
-) -> int:
+def _shard_state(shard: ShardDetector) -> dict[str, Any]:
+    """Which shard this is, and the measure of the whole stream its generations follow."""
+    stream = shard.stream
+    return {
+        "shards": shard.shards,
+        "shard_index": shard.shard,
+        "index_slots": shard.detector.config.index_slots,
+        "key_generations": list(shard.generation_keys),
+        "stream": {
+            "stretches": [
+                {
+                    "base_seq": stretch.base_seq,
+                    "documents": stretch.documents,
+                    "id_bytes": stretch.id_bytes,
+                    "first_event_time": _finite_or_none(stretch.first_event_time),
+                    "last_event_time": _finite_or_none(stretch.last_event_time),
+                }
+                for stretch in stream.items
+            ],
+            "evicted_documents": stream.evicted_documents,
+            "newest_event_time": _finite_or_none(stream.newest_event_time),
+        },
+    }
+
+
+def save_snapshot(detector: Snapshotted, path: str | os.PathLike[str], metadata: dict[str, Any] | None = None) -> int:
     """Write ``detector``'s whole state to ``path`` atomically; return the file size."""
     return capture_snapshot(detector, metadata).write(path)
 
@@ -143,13 +186,71 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
     """Read a snapshot written by :func:`save_snapshot` for a detector with ``config``.
 
     Returns the restored detector and the metadata saved with it. Raises
-    :class:`CorruptSnapshotError` for a damaged or foreign file and
-    :class:`IncompatibleSnapshotError` for one made with other signature parameters.
+    :class:`CorruptSnapshotError` for a damaged or foreign file,
+    :class:`IncompatibleSnapshotError` for one made with other signature
+    parameters and :class:`ForeignSnapshotError` for a shard's.
     """
     source = Path(path)
-    blob = source.read_bytes()
-    header, body = _verified_parts(source, blob)
+    header, arrays = _read(source)
+    state = header["state"]
+    if "shard" in state:
+        raise ForeignSnapshotError(
+            f"{source} holds shard {state['shard']['shard_index']} of {state['shard']['shards']} of an index, "
+            "not a whole one: a shard's snapshots belong in its own directory (SNAPSHOT_DIR/shard-K)"
+        )
     _check_parameters(source, header["parameters"], config.signature_parameters())
+    detector: DuplicateDetector
+    if config.method == "simhash":
+        detector = SimHashDetector(config, HammingIndex.restore(state["hamming"], arrays, config.hamming_layout()))
+    else:
+        detector = Detector(config)
+        _restore_index(detector, state, arrays)
+    detector.stats = DetectorStats(**state["stats"])
+    return detector, header["metadata"]
+
+
+def load_shard_snapshot(
+    path: str | os.PathLike[str], config: DetectionConfig, shard: int, shards: int
+) -> tuple[ShardDetector, dict[str, Any]]:
+    """Read a shard's snapshot for shard ``shard`` of ``shards`` with ``config``.
+
+    Raises :class:`CorruptSnapshotError` for a damaged or foreign file and
+    :class:`ForeignSnapshotError`, naming the setting, for a snapshot of a whole
+    index or of another ``shards``, ``shard_index``, ``index_slots`` or
+    signature parameters: a shard can always rebuild from the sequenced topic
+    instead, so none of these needs to stop it.
+    """
+    source = Path(path)
+    header, arrays = _read(source)
+    state = header["state"]
+    made_by = state.get("shard")
+    if made_by is None:
+        raise ForeignSnapshotError(f"{source} holds a whole index, not a shard's part of one (setting role)")
+    running = {"shards": shards, "shard_index": shard, "index_slots": config.index_slots}
+    for name, value in running.items():
+        if made_by[name] != value:
+            raise ForeignSnapshotError(
+                f"{source} was made with {name}={made_by[name]} but this shard runs with {name}={value}: "
+                "it holds other documents"
+            )
+    try:
+        _check_parameters(source, header["parameters"], config.signature_parameters())
+    except IncompatibleSnapshotError as error:
+        raise ForeignSnapshotError(str(error)) from error
+    restored = ShardDetector(config, shard, shards)
+    _restore_index(restored.detector, state, arrays)
+    restored.detector.stats = DetectorStats(**state["stats"])
+    restored.generation_keys = {base: Arena.of(arrays[f"shard.keys.{base}"]) for base in made_by["key_generations"]}
+    stream = made_by["stream"]
+    restored.stream.items = [_restore_stretch(meta) for meta in stream["stretches"]]
+    restored.stream.evicted_documents = stream["evicted_documents"]
+    restored.stream.newest_event_time = _none_to(stream["newest_event_time"], float("-inf"))
+    return restored, header["metadata"]
+
+
+def _read(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The verified header and the arrays, copied out of the file's bytes."""
+    header, body = _verified_parts(source, source.read_bytes())
     arrays = {}
     for entry in header["arrays"]:
         dtype = np.dtype(entry["dtype"])
@@ -157,18 +258,12 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
         start = entry["offset"]
         view = np.frombuffer(body, dtype=dtype, count=count, offset=start)
         arrays[entry["name"]] = view.reshape(entry["shape"]).copy()
-    state = header["state"]
-    detector: DuplicateDetector
-    if config.method == "simhash":
-        detector = SimHashDetector(config, HammingIndex.restore(state["hamming"], arrays, config.hamming_layout()))
-    else:
-        detector = _restored_detector(config, state, arrays)
-    detector.stats = DetectorStats(**state["stats"])
-    return detector, header["metadata"]
+    return header, arrays
 
 
-def _restored_detector(config: DetectionConfig, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> Detector:
-    detector = Detector(config)
+def _restore_index(detector: Detector, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
+    """Fill ``detector``'s empty index (it keeps its own retention) with the snapshot's generations."""
+    config = detector.config
     index = detector.index
     index.history.items = [
         _restore_generation(config, detector, meta, arrays, i) for i, meta in enumerate(state["generations"])
@@ -176,7 +271,15 @@ def _restored_detector(config: DetectionConfig, state: dict[str, Any], arrays: d
     index.hot_bucket_skips = state["hot_bucket_skips"]
     index.history.evicted_documents = state["evicted_documents"]
     index.history.newest_event_time = _none_to(state["newest_event_time"], float("-inf"))
-    return detector
+
+
+def _restore_stretch(meta: dict[str, Any]) -> Stretch:
+    stretch = Stretch(meta["base_seq"])
+    stretch.documents = meta["documents"]
+    stretch.id_bytes = meta["id_bytes"]
+    stretch.first_event_time = _none_to(meta["first_event_time"], float("inf"))
+    stretch.last_event_time = _none_to(meta["last_event_time"], float("-inf"))
+    return stretch
 
 
 def _collect_arrays(index: BandIndex) -> tuple[list[tuple[str, np.ndarray]], list[dict[str, Any]]]:

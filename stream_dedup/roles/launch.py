@@ -2,10 +2,11 @@
 
 from stream_dedup.roles.judge import Judge
 from stream_dedup.roles.session import RoleRunner
-from stream_dedup.roles.shard import Shard
+from stream_dedup.roles.shard import Shard, snapshot_directory
 from stream_dedup.roles.signer import Signer
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.snapshot_store import SnapshotStore
 
 #: Documents a shard reads per step (and per answer record): sequenced records hold ``batch_size`` each.
 _SHARD_DOCUMENTS_PER_STEP = 10_000
@@ -14,11 +15,13 @@ _SHARD_DOCUMENTS_PER_STEP = 10_000
 def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) -> RoleRunner:
     """The runner of ``settings.role`` (not ``all``: that is :class:`~stream_dedup.worker.loop.Worker`)."""
     s = settings
+    events = events or WorkerEvents()
     if s.role == "signer":
         return RoleRunner(s, lambda: Signer(s), events, single_active=False, max_poll_records=s.batch_size)
     if s.role == "shard":
         per_step = max(1, _SHARD_DOCUMENTS_PER_STEP // s.batch_size)
-        return RoleRunner(s, lambda: Shard(s), events, max_poll_records=per_step)
+        store = SnapshotStore(snapshot_directory(s), s.snapshots_kept)
+        return RoleRunner(s, lambda: Shard(s, store, events), events, max_poll_records=per_step)
     if s.role == "judge":
         return RoleRunner(s, lambda: Judge(s), events)
     raise ValueError(f"role {s.role!r} runs in worker.loop.Worker, not as a role")

@@ -108,6 +108,9 @@ class RoleWork(ABC):
     def observe(self, events: WorkerEvents) -> None:
         """Report what the role measures besides its steps (called about once a second while it is active)."""
 
+    def finish(self) -> None:  # noqa: B027 (most roles leave nothing behind)
+        """The session is stopping cleanly (SIGTERM, SIGINT), after its last step: leave what a restart needs."""
+
 
 def committed_or_beginning(consumer: KafkaConsumer, partition: TopicPartition) -> int:
     """The group's committed offset of ``partition``, or the partition's first offset if none."""
@@ -233,6 +236,8 @@ class _Session:
                 self.commit(outgoing)
                 self.events.step_committed(outgoing.report, time.perf_counter() - started)
             self.observe()
+        # Only after a clean exit from the loop: after a failure the role's state may hold an aborted step.
+        self.work.finish()
 
     def check_join(self) -> None:
         """End the session if a group join never completes (kafka-python 3.0 can lose one, see worker.loop)."""

@@ -9,65 +9,129 @@ partition K of the answers topic, covering the sequenced offsets the step
 read, and the sequenced offset after them, committed for the shard's group.
 
 Its index is a function of the sequenced topic's prefix, so the sequenced
-topic is its changelog: a session starts from an empty index, reads the
-topic from its first offset, and answers only from the group's committed
-offset on (the batches before it were answered by an earlier session, whose
-answers are committed). Snapshots, which would shorten that replay, are not
-built yet (``docs/scale-out.md``).
+topic is its changelog. Taking over, a shard starts from the newest usable
+snapshot in its own directory (``SNAPSHOT_DIR/shard-K``), or from an empty
+index at the topic's first offset, reads the topic from there, and answers
+only from the group's committed offset on (the batches before it were
+answered by an earlier session, whose answers are committed). Between steps
+it writes a snapshot when the worker's schedule says one is due
+(``snapshot_interval_seconds``, ``snapshot_every_documents`` counted over the
+whole stream, which is what a restart replays), and a last one when stopped.
+
+=========================================  ==================================  =========================================
+failure                                    handled in                          what the operator sees
+=========================================  ==================================  =========================================
+a snapshot of another ``shards``,          ``SnapshotStore.load_newest``:      WARNING "snapshot ... skipped" naming
+``shard_index``, ``index_slots`` or        the one before, or a replay from    the setting; a longer take-over
+signature parameters, a whole index's      the topic's first offset
+a corrupt snapshot (truncated, flipped     ``SnapshotStore.load_newest``:      ERROR "snapshot ... is unusable"
+bit)                                       the one before, or a full replay
+a snapshot past the committed offset, or   ``Shard.restore``: not used         WARNING "snapshot ... skipped" with why
+one whose continuation retention deleted
+a snapshot write fails (disk full)         ``Shard.snapshot_failed``: logged,  ERROR "snapshot failed",
+                                           the shard goes on                   ``snapshot_failures_total``
+=========================================  ==================================  =========================================
 """
 
 import logging
+import time
+from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.engine.sharding import ShardAnswer, ShardDetector
+from stream_dedup.engine.snapshot import load_shard_snapshot
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.sequenced import BatchAssembly
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
 
 log = logging.getLogger(__name__)
 
 
-class Shard(RoleWork):
-    """One session of a shard."""
+def snapshot_directory(settings: WorkerSettings) -> Path:
+    """``SNAPSHOT_DIR/shard-K``: shards sharing a volume never load or prune each other's snapshots."""
+    return Path(settings.snapshot_dir) / f"shard-{settings.shard_index}"
 
-    def __init__(self, settings: WorkerSettings) -> None:
+
+class Shard(RoleWork):
+    """One session of a shard; ``store`` outlives sessions, so that only one snapshot is ever being written."""
+
+    def __init__(self, settings: WorkerSettings, store: SnapshotStore, events: WorkerEvents) -> None:
         self.settings = settings
+        self.store = store
+        self.events = events
         self.topics = [settings.sequenced_topic]
         self.limits = {}
         self.digest = settings.detection.signature_fingerprint()
         self.partition = TopicPartition(settings.sequenced_topic, 0)
         self.index = ShardDetector(settings.detection, settings.shard_index, settings.shards)
         self.assembly = BatchAssembly(self.digest)
+        self.schedule = SnapshotSchedule(settings.snapshot_interval_seconds, settings.snapshot_every_documents)
+        #: Sequenced offset the index covers: every batch before it is indexed, none after (None: not restored yet).
+        self.covered: int | None = None
         #: Batches before this sequenced offset are indexed without being answered (answered before).
         self.answered_from = 0
         #: Where the next answer record's range starts: the offset committed last.
         self.first_offset = 0
+        #: The replay under way: (first offset, documents so far, when it started), or None.
+        self._replay: tuple[int, int, float] | None = None
 
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
+        s = self.settings
         committed = committed_or_beginning(consumer, self.partition)
-        beginning = int(consumer.beginning_offsets([self.partition])[self.partition])
-        if len(self.index) or self.assembly.resume_offset(beginning) != beginning:
-            # Held by this session before: start over, the index must be the topic's prefix.
-            self.index = ShardDetector(self.settings.detection, self.settings.shard_index, self.settings.shards)
-            self.assembly = BatchAssembly(self.digest)
+        # Held by this session before, the index is the prefix up to `covered`, all of it committed history
+        # (a step that answered and failed to commit ends the session): go on from there.
+        if self.covered is None or self.covered > committed:
+            self.restore(consumer, committed)
+        assert self.covered is not None
+        # Parts of a batch read after `covered` are read again.
+        self.assembly = BatchAssembly(self.digest)
         self.answered_from = self.first_offset = committed
-        consumer.seek(self.partition, beginning)
+        consumer.seek(self.partition, self.covered)
         log.info(
-            "shard %d of %d: rebuilding from sequenced offset %d, answering from %d",
-            self.settings.shard_index,
-            self.settings.shards,
-            beginning,
+            "shard %d of %d: %d documents as of sequenced offset %d, replaying to %d without answering",
+            s.shard_index,
+            s.shards,
+            len(self.index),
+            self.covered,
             committed,
+            extra={"covered_offset": self.covered, "committed_offset": committed},
         )
+        self._replay = (self.covered, 0, time.perf_counter())
+        self._note_replay(0)
+
+    def restore(self, consumer: KafkaConsumer, committed: int) -> None:
+        """The newest snapshot the sequenced topic can continue up to ``committed``, else an empty index."""
+        s = self.settings
+        beginning = int(consumer.beginning_offsets([self.partition])[self.partition])
+        usable = continued_by("sequenced topic", beginning, committed, "the group's committed offset")
+        loaded = self.store.load_newest(
+            lambda path: load_shard_snapshot(path, s.detection, s.shard_index, s.shards), s.sequenced_topic, usable
+        )
+        self.schedule = SnapshotSchedule(s.snapshot_interval_seconds, s.snapshot_every_documents)
+        if loaded is None:
+            log.info("shard %d of %d: no usable snapshot, rebuilding from sequenced offset %d", *self._name, beginning)
+            self.index = ShardDetector(s.detection, s.shard_index, s.shards)
+            self.covered = beginning
+        else:
+            self.index, coverage = loaded
+            self.covered = coverage.changelog_offset
+            self.schedule.covers(self.covered, self.index.stream)
+            self.events.snapshot_current(coverage.written_at)
+        self._report_index()
+
+    @property
+    def _name(self) -> tuple[int, int]:
+        return self.settings.shard_index, self.settings.shards
 
     def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
         answers: list[ShardAnswer] = []
-        documents = 0
+        documents = replayed = 0
         end: int | None = None
         for record in polled.get(self.partition, []):
             batch = self.assembly.add(record.offset, record.value)
@@ -76,12 +140,15 @@ class Shard(RoleWork):
             count = len(batch.entry.documents.ids)
             # A batch of no document (a worker's changelog holds some) changes no index: skipped, as a replay does.
             answer = self.index.answer(batch.entry.documents, batch.keys) if count else None
+            self.covered = batch.offset + 1
             if batch.offset < self.answered_from:
+                replayed += count
                 continue
             if answer is not None:
                 answers.append(answer)
                 documents += count
             end = batch.offset + 1
+        self._note_replay(replayed)
         if end is None:
             return None
         s = self.settings
@@ -97,9 +164,77 @@ class Shard(RoleWork):
         )
         return Outgoing(sends, {self.partition: end}, report)
 
+    def _note_replay(self, replayed: int) -> None:
+        """Report the replay's progress, and its end once the index reaches the committed offset."""
+        if self._replay is None or self.covered is None:
+            return
+        first, so_far, started = self._replay
+        so_far += replayed
+        remaining = max(0, self.answered_from - self.covered)
+        self.events.replay_progress(replayed, remaining)
+        if remaining:
+            self._replay = (first, so_far, started)
+            return
+        self._replay = None
+        log.info(
+            "shard %d of %d: replayed %d documents of sequenced offsets %d..%d in %.2f s",
+            *self._name,
+            so_far,
+            first,
+            self.answered_from,
+            time.perf_counter() - started,
+            extra={"replayed_documents": so_far, "from_offset": first, "to_offset": self.answered_from},
+        )
+
     def committed(self, outgoing: Outgoing) -> None:
         self.first_offset = outgoing.offsets[self.partition]
 
     def observe(self, events: WorkerEvents) -> None:
-        """The index's size, which also grows while the shard rebuilds it without answering."""
-        events.index_changed(len(self.index), self.index.memory_bytes(), self.index.detector.evicted_documents)
+        """The index's size, which also grows while the shard rebuilds it without answering; a snapshot if due."""
+        self._report_index()
+        self.snapshot_if_due()
+
+    def _report_index(self) -> None:
+        self.events.index_changed(len(self.index), self.index.memory_bytes(), self.index.detector.evicted_documents)
+
+    def snapshot_if_due(self) -> None:
+        """Start a background snapshot if one is due and none is being written.
+
+        Called between steps, when the index is exactly the prefix up to
+        ``covered`` and all of it committed history: a step that answered
+        commits before this runs, or ends the session.
+        """
+        covered = self.covered
+        if covered is None or self.store.writing or not self.schedule.due(self.index.stream):
+            return
+        unchanged = covered == self.schedule.covered_offset
+        self.schedule.covers(covered, self.index.stream)
+        if unchanged:
+            self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
+            return
+        coverage = SnapshotCoverage(self.settings.sequenced_topic, covered, {})
+        self.store.write_in_background(self.index, coverage, self.snapshot_written, self.snapshot_failed)
+
+    def snapshot_written(self, seconds: float, pause: float, size: int) -> None:
+        self.events.snapshot_written(seconds, pause, size)
+        log.info("shard %d of %d: snapshot written (%d bytes, %.2f s)", *self._name, size, pause + seconds)
+
+    def snapshot_failed(self, error: BaseException) -> None:
+        log.error("snapshot failed (the sequenced topic still holds everything): %r", error)
+        self.events.snapshot_failed(type(error).__name__)
+
+    def finish(self) -> None:
+        """Stopping: a last snapshot if anything is new, so that the next take-over replays nothing.
+
+        Waits for a write under way for a quarter of the grace period at most,
+        so that the whole stop stays within it (past it the process exits, and
+        the next take-over replays from the last snapshot, as after kill -9).
+        """
+        covered = self.covered
+        if covered is None or not self.store.wait(self.settings.shutdown_grace_seconds / 4):
+            return
+        if covered == self.schedule.covered_offset:
+            return
+        self.schedule.covers(covered, self.index.stream)
+        coverage = SnapshotCoverage(self.settings.sequenced_topic, covered, {})
+        self.store.write(self.index, coverage, self.snapshot_written, self.snapshot_failed)

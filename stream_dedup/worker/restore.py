@@ -12,10 +12,11 @@ from collections.abc import Callable
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import DuplicateDetector
+from stream_dedup.engine.snapshot import load_snapshot
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
+from stream_dedup.worker.snapshot_store import SnapshotSchedule, SnapshotStore, continued_by
 
 log = logging.getLogger(__name__)
 
@@ -37,15 +38,8 @@ def restore(
     started = time.perf_counter()
     schedule = SnapshotSchedule(s.snapshot_interval_seconds, s.snapshot_every_documents)
     first, end = replay.bounds()
-
-    def usable(coverage: SnapshotCoverage) -> str | None:
-        if coverage.changelog_offset > end:
-            return f"it covers changelog offset {coverage.changelog_offset}, past the changelog's end {end}"
-        if coverage.changelog_offset < first:
-            return f"the changelog no longer holds offsets {coverage.changelog_offset}..{first} after it"
-        return None
-
-    loaded = store.load_newest(s.detection, s.changelog_topic, usable)
+    usable = continued_by("changelog", first, end, "the changelog's end")
+    loaded = store.load_newest(lambda path: load_snapshot(path, s.detection), s.changelog_topic, usable)
     if loaded is None:
         log.info("no usable snapshot: replaying the whole changelog (offsets %d..%d)", first, end)
         detector = detector_factory(s.detection)

@@ -3,7 +3,8 @@
 A snapshot is an optimisation: the changelog topic alone can rebuild the
 index, a snapshot only saves replaying all of it. So a damaged snapshot is
 skipped (loudly) for the one before it, or for a full replay, and never
-loaded.
+loaded. The same store keeps a shard's snapshots (``roles.shard``), whose
+changelog is the sequenced topic.
 
 Files are named after the changelog offset they cover
 (``snapshot-000000001234.sds``), so the newest is the one covering most of
@@ -13,15 +14,13 @@ the changelog, whatever the clocks say.
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from stream_dedup.config import DetectionConfig
-from stream_dedup.engine.detection import DuplicateDetector
-from stream_dedup.engine.snapshot import SnapshotImage, capture_snapshot, load_snapshot
-from stream_dedup.errors import CorruptSnapshotError
+from stream_dedup.engine.snapshot import SnapshotImage, Snapshotted, capture_snapshot
+from stream_dedup.errors import CorruptSnapshotError, ForeignSnapshotError
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +52,40 @@ class SnapshotCoverage:
         )
 
 
+def continued_by(log: str, first: int, end: int, end_name: str) -> Callable[[SnapshotCoverage], str | None]:
+    """Whether ``log``, holding offsets from ``first``, continues a snapshot up to ``end``: why not, or None.
+
+    A snapshot past ``end`` (named ``end_name`` in the reason) holds batches
+    that must not be skipped; one before ``first`` misses what retention deleted.
+    """
+
+    def usable(coverage: SnapshotCoverage) -> str | None:
+        if coverage.changelog_offset > end:
+            return f"it covers {log} offset {coverage.changelog_offset}, past {end_name} {end}"
+        if coverage.changelog_offset < first:
+            return f"the {log} no longer holds offsets {coverage.changelog_offset}..{first} after it"
+        return None
+
+    return usable
+
+
+class Indexed(Protocol):
+    """What a schedule counts: documents held, and documents evicted so far."""
+
+    def __len__(self) -> int: ...
+
+    @property
+    def evicted_documents(self) -> int: ...
+
+
 class SnapshotSchedule:
     """When the next snapshot is due: ``interval_seconds`` after the last, or ``every_documents`` documents later.
 
     Documents are counted as ever indexed (held plus evicted by retention), so
     that an index evicting as fast as it takes documents in still gets its
-    snapshots, and a restart never replays more than ``every_documents``.
+    snapshots, and a restart never replays more than ``every_documents``. A
+    shard counts the documents of the whole stream (``ShardDetector.stream``):
+    it replays all of them, not only those it stores.
 
     Attributes:
         covered_offset: changelog offset the newest snapshot covers (-1: none yet).
@@ -74,26 +101,28 @@ class SnapshotSchedule:
         self._since = clock()
         self._documents = 0
 
-    def due(self, detector: DuplicateDetector) -> bool:
+    def due(self, detector: Indexed) -> bool:
         return (
             self._clock() - self._since >= self.interval_seconds
             or _indexed_ever(detector) - self._documents >= self.every_documents
         )
 
-    def covers(self, changelog_offset: int, detector: DuplicateDetector) -> None:
+    def covers(self, changelog_offset: int, detector: Indexed) -> None:
         """The newest snapshot holds ``detector`` as of ``changelog_offset``: the next is due from now."""
         self.covered_offset = changelog_offset
         self._documents = _indexed_ever(detector)
         self._since = self._clock()
 
 
-def _indexed_ever(detector: DuplicateDetector) -> int:
+def _indexed_ever(detector: Indexed) -> int:
     return len(detector) + detector.evicted_documents
 
 
 #: Called when a background write ends: (seconds writing, seconds the caller paused, file size) or the error.
 WriteDone = Callable[[float, float, int], None]
 WriteFailed = Callable[[BaseException], None]
+#: What a restore loads: a detector, a shard, anything with a size to report.
+Loaded = TypeVar("Loaded", bound=Sized)
 
 
 class SnapshotStore:
@@ -110,18 +139,28 @@ class SnapshotStore:
         return sorted(self.directory.glob(_PATTERN), reverse=True)
 
     def load_newest(
-        self, config: DetectionConfig, changelog_topic: str, usable: Callable[[SnapshotCoverage], str | None]
-    ) -> tuple[DuplicateDetector, SnapshotCoverage] | None:
-        """The newest snapshot that loads and that ``usable`` accepts (it returns why not, or None).
+        self,
+        load: Callable[[Path], tuple[Loaded, dict[str, Any]]],
+        changelog_topic: str,
+        usable: Callable[[SnapshotCoverage], str | None],
+    ) -> tuple[Loaded, SnapshotCoverage] | None:
+        """The newest snapshot that ``load`` reads and ``usable`` accepts (it returns why not, or None).
 
-        A corrupt file is reported and skipped; a snapshot made with other
-        signature parameters raises :class:`IncompatibleSnapshotError`
-        (falling back would replay a changelog of the same, incomparable kind).
+        ``load`` is :func:`~stream_dedup.engine.snapshot.load_snapshot` or
+        :func:`~stream_dedup.engine.snapshot.load_shard_snapshot` with the
+        running settings. A corrupt file is reported and skipped, a foreign one
+        (another shard's) skipped with a warning; a snapshot made with other
+        signature parameters raises :class:`IncompatibleSnapshotError` from
+        ``load`` (falling back would replay a changelog of the same,
+        incomparable kind), unless ``load`` calls it foreign.
         """
         for path in self.paths():
             try:
-                detector, metadata = load_snapshot(path, config)
+                detector, metadata = load(path)
                 coverage = replace(SnapshotCoverage.of_metadata(metadata), written_at=path.stat().st_mtime)
+            except ForeignSnapshotError as error:
+                log.warning("snapshot %s skipped: %s", path, error)
+                continue
             except (CorruptSnapshotError, KeyError, ValueError) as error:
                 log.error("snapshot %s is unusable, trying an older one: %s", path, error)
                 continue
@@ -142,7 +181,7 @@ class SnapshotStore:
         return self._writer is not None and self._writer.is_alive()
 
     def write_in_background(
-        self, detector: DuplicateDetector, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed
+        self, detector: Snapshotted, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed
     ) -> float:
         """Capture the detector now and write it on a thread; return how long the capture paused the caller."""
         started = time.perf_counter()
@@ -154,9 +193,7 @@ class SnapshotStore:
         self._writer.start()
         return pause
 
-    def write(
-        self, detector: DuplicateDetector, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed
-    ) -> None:
+    def write(self, detector: Snapshotted, coverage: SnapshotCoverage, done: WriteDone, failed: WriteFailed) -> None:
         """Capture and write on the caller's thread (at shutdown, when nothing else runs)."""
         started = time.perf_counter()
         image = capture_snapshot(detector, coverage.to_metadata())

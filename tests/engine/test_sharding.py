@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Verdict, make_detector
 from stream_dedup.engine.sharding import ShardAnswer, ShardDetector, merge_answers, sequence_keys, shard_of
+from stream_dedup.engine.snapshot import load_shard_snapshot, save_snapshot
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh import NO_SOURCE, IndexedBatch
 from tests.corpus import make_corpus
@@ -94,6 +95,37 @@ def test_merged_answers_of_shards_are_the_verdicts_of_one_detector(
 ) -> None:
     expected, merged = single_and_sharded(config, stream, shards)
     assert merged == expected
+
+
+def answer_rows(answer: ShardAnswer) -> list[tuple[object, ...]]:
+    distances = answer.distances.tolist() if answer.distances is not None else [None] * len(answer)
+    columns = (answer.keys, answer.match_keys, answer.similarity, answer.match_sources)
+    return list(zip(*(c.tolist() for c in columns), distances, answer.match_ids, strict=True))
+
+
+@settings(max_examples=80, deadline=None)
+@given(config=configs, stream=streams(), shards=st.integers(1, 3), data=st.data())
+def test_a_shard_restored_from_its_snapshot_answers_as_if_never_stopped(
+    tmp_path_factory: pytest.TempPathFactory, config: DetectionConfig, stream: Stream, shards: int, data: st.DataObject
+) -> None:
+    """Snapshot after any batch, load, go on: every later answer is the uninterrupted shard's, row for row."""
+    shard = data.draw(st.integers(0, shards - 1))
+    cut = data.draw(st.integers(0, len(stream)))
+    path = tmp_path_factory.mktemp("shard") / "shard.sds"
+    running = ShardDetector(config, shard, shards)
+    batches = [(signed_batch(config, documents), sequence_keys(offset, len(documents))) for offset, documents in stream]
+    for batch, keys in batches[:cut]:
+        running.answer(batch, keys)
+    save_snapshot(running, path, {"sequenced_offset": cut})
+    restored, metadata = load_shard_snapshot(path, config, shard, shards)
+    assert metadata == {"sequenced_offset": cut}
+    assert (len(restored), len(restored.stream)) == (len(running), len(running.stream))
+    for batch, keys in batches[cut:]:
+        assert answer_rows(restored.answer(batch, keys)) == answer_rows(running.answer(batch, keys))
+    assert len(restored) == len(running)
+    assert restored.detector.evicted_documents == running.detector.evicted_documents
+    assert restored.detector.hot_bucket_skips == running.detector.hot_bucket_skips
+    assert restored.generation_keys.keys() == running.generation_keys.keys()
 
 
 def test_shards_seal_and_evict_generations_at_the_batches_one_index_does() -> None:

@@ -186,6 +186,17 @@ class WorkerProcess:
         return lines
 
 
+def role_processes(
+    stage: Stage, log_directory: Path, roles: dict[str, dict[str, Any]], **common: Any
+) -> dict[str, WorkerProcess]:
+    """Each role of a sharded stage as a child process, by instance id (``roles``: its own settings),
+    logging to ``log_directory/NAME.log``; any left running are killed after the test."""
+    return {
+        name: WorkerProcess(stage.environment(name, **common, **own), log_directory / f"{name}.log").start()
+        for name, own in roles.items()
+    }
+
+
 def kill_leftover_workers() -> None:
     for worker in WorkerProcess.started:
         if worker.running():

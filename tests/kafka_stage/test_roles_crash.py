@@ -14,7 +14,16 @@ from stream_dedup.config import DetectionConfig
 from tests.corpus import make_clustered_corpus
 from tests.hostile_records import HOSTILE, MAX_DOCUMENT_BYTES
 
-from .stage import Stage, WorkerProcess, document_messages, produce, read_committed, verdicts_by_source, wait_until
+from .stage import (
+    Stage,
+    WorkerProcess,
+    document_messages,
+    produce,
+    read_committed,
+    role_processes,
+    verdicts_by_source,
+    wait_until,
+)
 from .test_crash import check_every_hostile_record_dead_lettered_once
 from .test_roles import SLOTS, one_process_verdicts, sequenced_batches
 
@@ -95,11 +104,10 @@ def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_pr
         "max_document_bytes": MAX_DOCUMENT_BYTES,
         "session_timeout_seconds": 6,
         "transaction_timeout_seconds": 10,
+        # Shards snapshot every few hundred documents of the stream: most restarts load one, some a full replay.
+        "snapshot_every_documents": 400,
     }
-    processes = {
-        name: WorkerProcess(stage.environment(name, **common, **extra), tmp_path / f"{name}.log").start()
-        for name, extra in PROCESSES.items()
-    }
+    processes = role_processes(stage, tmp_path, PROCESSES, **common)
     # Every role in turn, then at random; the shard with a standby is killed where it is active. Half the
     # feed is in the topic first, so that the first restarts meet a backlog; the rest comes a chunk before
     # each kill. Kills go on until ten of them left work undone (an idle role proves nothing).

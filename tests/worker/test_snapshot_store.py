@@ -1,12 +1,20 @@
 """The snapshot store: when a snapshot is due, and which one a restore loads."""
 
+import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.sharding import ShardDetector, sequence_keys
+from stream_dedup.engine.snapshot import Snapshotted, load_shard_snapshot, load_snapshot
 from stream_dedup.errors import IncompatibleSnapshotError
+from stream_dedup.lsh import IndexedBatch
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
 from tests.corpus import make_corpus
 
@@ -25,7 +33,17 @@ def add_documents(detector: Detector, count: int, first: int) -> None:
     detector.process([f"new{i}" for i in range(first, first + count)], make_corpus(count, seed=first))
 
 
-def write(store: SnapshotStore, detector: Detector, offset: int, topic: str = TOPIC) -> None:
+def whole_index(config: DetectionConfig) -> Callable[[Path], tuple[DuplicateDetector, dict[str, Any]]]:
+    return lambda path: load_snapshot(path, config)
+
+
+def shard_part(
+    config: DetectionConfig, shard: int, shards: int
+) -> Callable[[Path], tuple[ShardDetector, dict[str, Any]]]:
+    return lambda path: load_shard_snapshot(path, config, shard, shards)
+
+
+def write(store: SnapshotStore, detector: Snapshotted, offset: int, topic: str = TOPIC) -> None:
     failures: list[BaseException] = []
     store.write(detector, SnapshotCoverage(topic, offset, {0: offset * 10}), lambda *_: None, failures.append)
     assert not failures
@@ -79,7 +97,7 @@ def test_the_newest_snapshot_is_loaded(tmp_path: Path, detector: Detector) -> No
     store = SnapshotStore(tmp_path, kept=3)
     write(store, Detector(DetectionConfig()), offset=10)
     write(store, detector, offset=20)
-    loaded = store.load_newest(DetectionConfig(), TOPIC, always)
+    loaded = store.load_newest(whole_index(DetectionConfig()), TOPIC, always)
     assert loaded is not None
     restored, coverage = loaded
     assert (coverage.changelog_topic, coverage.changelog_offset, coverage.positions) == (TOPIC, 20, {0: 200})
@@ -96,7 +114,7 @@ def test_a_corrupt_snapshot_is_skipped_for_the_one_before(tmp_path: Path, detect
     write(store, detector, offset=20)
     newest = store.paths()[0]
     newest.write_bytes(newest.read_bytes()[:-100])
-    loaded = store.load_newest(DetectionConfig(), TOPIC, always)
+    loaded = store.load_newest(whole_index(DetectionConfig()), TOPIC, always)
     assert loaded is not None and loaded[1].changelog_offset == 10
 
 
@@ -104,25 +122,27 @@ def test_a_snapshot_the_caller_cannot_use_is_skipped(tmp_path: Path, detector: D
     store = SnapshotStore(tmp_path, kept=3)
     write(store, detector, offset=10)
     write(store, detector, offset=20)
-    loaded = store.load_newest(DetectionConfig(), TOPIC, lambda c: "past the end" if c.changelog_offset > 15 else None)
+    loaded = store.load_newest(
+        whole_index(DetectionConfig()), TOPIC, lambda c: "past the end" if c.changelog_offset > 15 else None
+    )
     assert loaded is not None and loaded[1].changelog_offset == 10
 
 
 def test_a_snapshot_of_another_changelog_is_skipped(tmp_path: Path, detector: Detector) -> None:
     store = SnapshotStore(tmp_path, kept=3)
     write(store, detector, offset=10, topic="other.changelog")
-    assert store.load_newest(DetectionConfig(), TOPIC, always) is None
+    assert store.load_newest(whole_index(DetectionConfig()), TOPIC, always) is None
 
 
 def test_no_snapshot_at_all_means_a_full_replay(tmp_path: Path) -> None:
-    assert SnapshotStore(tmp_path / "fresh", kept=2).load_newest(DetectionConfig(), TOPIC, always) is None
+    assert SnapshotStore(tmp_path / "fresh", kept=2).load_newest(whole_index(DetectionConfig()), TOPIC, always) is None
 
 
 def test_a_snapshot_of_other_signature_parameters_is_refused(tmp_path: Path, detector: Detector) -> None:
     store = SnapshotStore(tmp_path, kept=3)
     write(store, detector, offset=10)
     with pytest.raises(IncompatibleSnapshotError):
-        store.load_newest(DetectionConfig(shingle_size=7), TOPIC, always)
+        store.load_newest(whole_index(DetectionConfig(shingle_size=7)), TOPIC, always)
 
 
 def test_only_the_newest_snapshots_are_kept(tmp_path: Path, detector: Detector) -> None:
@@ -130,3 +150,66 @@ def test_only_the_newest_snapshots_are_kept(tmp_path: Path, detector: Detector) 
     for offset in (10, 20, 30):
         write(store, detector, offset=offset)
     assert [p.name for p in store.paths()] == ["snapshot-000000000030.sds", "snapshot-000000000020.sds"]
+
+
+SLOTS = DetectionConfig(index_slots=6)
+
+
+def shard_with_documents(shard: int, shards: int) -> ShardDetector:
+    """Shard ``shard`` of ``shards`` after one batch of 20 documents at offset 3."""
+    part = ShardDetector(SLOTS, shard, shards)
+    texts = make_corpus(20, seed=3)
+    batch = IndexedBatch(
+        [f"d{i}" for i in range(20)], part.detector.sign(texts), np.zeros(20), np.arange(20, dtype=np.uint64)
+    )
+    part.answer(batch, sequence_keys(3, 20))
+    return part
+
+
+@pytest.mark.parametrize(
+    ("setting", "shard", "shards", "config"),
+    [
+        ("shards", 1, 3, SLOTS),
+        ("shard_index", 0, 2, SLOTS),
+        ("index_slots", 1, 2, DetectionConfig(index_slots=12)),
+        ("shingle_size", 1, 2, DetectionConfig(index_slots=6, shingle_size=7)),
+    ],
+)
+def test_a_snapshot_of_another_shard_is_skipped_with_a_warning_naming_the_setting(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, setting: str, shard: int, shards: int, config: DetectionConfig
+) -> None:
+    store = SnapshotStore(tmp_path, kept=3)
+    write(store, shard_with_documents(1, 2), offset=10)
+    with caplog.at_level(logging.WARNING):
+        assert store.load_newest(shard_part(config, shard, shards), TOPIC, always) is None
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "skipped" in warning.getMessage() and f"{setting}=" in warning.getMessage()
+
+
+def test_a_shard_loads_its_own_newest_snapshot_and_skips_a_corrupt_one(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path, kept=3)
+    part = shard_with_documents(1, 2)
+    write(store, part, offset=10)
+    write(store, part, offset=20)
+    newest = store.paths()[0]
+    damaged = bytearray(newest.read_bytes())
+    damaged[len(damaged) // 2] ^= 1
+    newest.write_bytes(bytes(damaged))
+    loaded = store.load_newest(shard_part(SLOTS, 1, 2), TOPIC, always)
+    assert loaded is not None
+    restored, coverage = loaded
+    assert coverage.changelog_offset == 10
+    assert len(restored) == len(part) > 0
+    assert len(restored.stream) == len(part.stream) == 20
+
+
+def test_a_whole_index_and_a_shard_never_load_each_others_snapshots(tmp_path: Path, detector: Detector) -> None:
+    store = SnapshotStore(tmp_path, kept=3)
+    write(store, shard_with_documents(0, 1), offset=20)
+    write(store, detector, offset=10)
+    loaded = store.load_newest(whole_index(SLOTS), TOPIC, always)
+    assert loaded is not None and loaded[1].changelog_offset == 10
+    loaded_shard = store.load_newest(
+        shard_part(SLOTS, 0, 1), TOPIC, lambda c: None if c.changelog_offset == 10 else "no"
+    )
+    assert loaded_shard is None
