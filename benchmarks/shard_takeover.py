@@ -41,7 +41,7 @@ from kafka_stage import broker, quiet_kafka_python, unique_name
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.sharding import ShardDetector
-from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
+from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
 from stream_dedup.roles.launch import role_runner
 from stream_dedup.roles.shard import snapshot_directory
 from stream_dedup.worker.events import WorkerEvents
@@ -56,19 +56,8 @@ ROUNDS = 3
 def sequenced(bootstrap: str, topic: str) -> list[SequencedBatch]:
     """Every batch of the topic, in order."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
-    partition = TopicPartition(topic, 0)
     try:
-        consumer.assign([partition])
-        consumer.seek_to_beginning(partition)
-        end = consumer.end_offsets([partition])[partition]
-        assembly = BatchAssembly(CONFIG.signature_fingerprint())
-        batches = []
-        while consumer.position(partition) < end:
-            for record in consumer.poll(timeout_ms=500, max_records=64).get(partition, []):
-                batch = assembly.add(record.offset, record.value)
-                if batch is not None:
-                    batches.append(batch)
-        return batches
+        return every_batch(consumer, topic, CONFIG.signature_fingerprint())
     finally:
         consumer.close()
 

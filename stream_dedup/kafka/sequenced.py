@@ -10,6 +10,8 @@ follow from it (:func:`~stream_dedup.engine.sharding.sequence_keys`).
 
 from dataclasses import dataclass
 
+from kafka import KafkaConsumer, TopicPartition
+
 from stream_dedup.engine.sharding import SequenceKeys, sequence_keys
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
 
@@ -58,3 +60,22 @@ class BatchAssembly:
         lost; else ``after``.
         """
         return after if self._first_part_offset is None else min(after, self._first_part_offset)
+
+
+def every_batch(consumer: KafkaConsumer, topic: str, digest: str) -> list[SequencedBatch]:
+    """Every batch of the sequenced ``topic`` as it stands now, in order (an audit, a test, a benchmark).
+
+    ``consumer`` must not belong to a group; it is assigned the topic's partition.
+    """
+    partition = TopicPartition(topic, 0)
+    consumer.assign([partition])
+    consumer.seek_to_beginning(partition)
+    end = consumer.end_offsets([partition])[partition]
+    assembly = BatchAssembly(digest)
+    batches = []
+    while consumer.position(partition) < end:
+        for record in consumer.poll(timeout_ms=500).get(partition, []):
+            batch = assembly.add(record.offset, record.value)
+            if batch is not None:
+                batches.append(batch)
+    return batches

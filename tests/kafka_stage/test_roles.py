@@ -15,7 +15,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.engine.sharding import shard_of
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
-from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
+from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
@@ -37,19 +37,8 @@ SLOTS = 6
 def sequenced_batches(bootstrap: str, topic: str, config: DetectionConfig) -> list[SequencedBatch]:
     """Every batch of the sequenced topic, in order."""
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
-    partition = TopicPartition(topic, 0)
     try:
-        consumer.assign([partition])
-        consumer.seek_to_beginning(partition)
-        end = consumer.end_offsets([partition])[partition]
-        assembly = BatchAssembly(config.signature_fingerprint())
-        batches = []
-        while consumer.position(partition) < end:
-            for record in consumer.poll(timeout_ms=500).get(partition, []):
-                batch = assembly.add(record.offset, record.value)
-                if batch is not None:
-                    batches.append(batch)
-        return batches
+        return every_batch(consumer, topic, config.signature_fingerprint())
     finally:
         consumer.close()
 
