@@ -136,9 +136,11 @@ class Detector(DuplicateDetector):
         self.last_batch_candidates = np.zeros(0, dtype=np.int64)
 
     def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
-        """One-bit sketches and index keys of ``texts``; their shingle sets with exact verification,
-        their SimHash fingerprints with the combined method, their set sizes with containment on.
-        What :meth:`process_signed` takes, and what the Kafka stage's
+        """One-bit sketches and index keys of ``texts``, and what the settings keep besides.
+
+        Shingle sets come with exact verification, SimHash fingerprints with
+        the combined method, set sizes with containment on. What
+        :meth:`process_signed` takes, and what the Kafka stage's
         changelog stores so that a restore need not re-shingle anything.
         """
         if not normalized:
