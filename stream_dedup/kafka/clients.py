@@ -10,11 +10,10 @@ relay uses the very same options.
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import MemberToRemove
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -201,21 +200,3 @@ def assigned_lag(consumer: KafkaConsumer) -> dict[tuple[str, int], int]:
         if end is not None:
             behind[(partition.topic, partition.partition)] = max(0, end - consumer.position(partition))
     return behind
-
-
-def resume(consumer: KafkaConsumer, partitions: Iterable[TopicPartition]) -> None:
-    """``consumer.resume(*partitions)``, working around a kafka-python 3.0 bug that would stall them for good.
-
-    kafka-python keeps the records it had fetched for a partition when that
-    partition is paused (KAFKA-7548), and gives them back after a resume only
-    once its in-line record set is ``None``; but a drained record set stays in
-    place, so the parked records are never given back, and the partition is
-    never fetched again while they are parked. Clearing a drained in-line set
-    (it holds nothing) lets the next poll restore them. Without the private
-    attribute (another kafka-python), this is a plain resume.
-    """
-    consumer.resume(*partitions)
-    fetcher = getattr(consumer, "_fetcher", None)
-    in_line = getattr(fetcher, "_next_partition_records", None)
-    if in_line is not None and not in_line:
-        fetcher._next_partition_records = None  # type: ignore[union-attr]

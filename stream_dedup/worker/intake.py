@@ -6,12 +6,6 @@ offsets it needs from the consumer) and cuts a batch short before a record
 suspected of failing its batches (:mod:`stream_dedup.worker.isolation`).
 Records fetched but not taken stay here; the merge is emptied on every
 takeover, since the consumer is then sought back to committed positions.
-
-A partition whose records wait for older ones elsewhere (a live partition
-beside one replaying a backlog) would otherwise be fetched into memory
-without end: past :func:`buffer_limit` records waiting, it is paused, and
-resumed once the merge has taken it below that, as Kafka Streams does with
-``buffered.records.per.partition``. Its records stay in Kafka meanwhile.
 """
 
 import time
@@ -20,20 +14,9 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from stream_dedup.kafka.clients import resume
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.isolation import BatchFailures
 from stream_dedup.worker.ordering import EventTimeMerge
-
-
-def buffer_limit(batch_size: int) -> int:
-    """Records a partition may hold fetched and not yet judged before its fetching is paused.
-
-    Two batches' worth (at least 1,000): enough that a batch can always be
-    cut from every partition's buffered records, and bounded whatever the
-    event-time skew between partitions.
-    """
-    return max(1000, 2 * batch_size)
 
 
 class BatchIntake:
@@ -54,24 +37,14 @@ class BatchIntake:
         self.failures = failures
         self.events = events
         self.merge = EventTimeMerge(max_idle_seconds)
-        self.buffer_limit = buffer_limit(batch_size)
-        #: Partitions paused because their buffers are full.
-        self.paused: set[TopicPartition] = set()
 
     def restart(self, partitions: Iterable[TopicPartition]) -> None:
         """Start over at the consumer's positions of ``partitions``: records fetched before are dropped."""
-        partitions = list(partitions)
-        self._resume(self.paused & set(partitions))  # the others are no longer this consumer's to resume
-        self.paused = set()
         self.merge.assign({tp.partition: self.consumer.position(tp) for tp in partitions})
 
     def add(self, polled: dict[Any, list[Any]]) -> None:
-        """Records of one poll; a partition whose buffer is now full is paused."""
+        """Records of one poll."""
         self.merge.add(r for tp in sorted(polled) for r in polled[tp])
-        full = {tp for tp in polled if self.merge.buffered(tp.partition) >= self.buffer_limit} - self.paused
-        if full:
-            self.consumer.pause(*full)
-            self.paused |= full
 
     def next_batch(self) -> list[Any]:
         """The next records to judge: a prefix of the merged order, at most ``batch_size``.
@@ -95,10 +68,4 @@ class BatchIntake:
             self.events.partition_waited(merge.waited_seconds - waited)
         batch, later = self.failures.cut(batch)
         merge.unread(later)
-        self._resume({tp for tp in self.paused if merge.buffered(tp.partition) < self.buffer_limit})
         return batch
-
-    def _resume(self, partitions: set[TopicPartition]) -> None:
-        if partitions:
-            resume(self.consumer, partitions)
-            self.paused -= partitions

@@ -7,14 +7,10 @@ import time
 from typing import Any
 
 import pytest
-from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.generation import IndexedBatch
-from stream_dedup.worker.events import WorkerEvents
-from stream_dedup.worker.intake import BatchIntake, buffer_limit
-from stream_dedup.worker.isolation import BatchFailures
 from tests.corpus import make_corpus
 
 from .stage import Stage, produce, read_committed, worker_thread
@@ -94,34 +90,3 @@ def test_records_of_an_aborted_producer_transaction_never_get_a_verdict(stage: S
         records = read_committed(stage.bootstrap, stage.output_topic, len(committed), settle=3)
     ids = [json.loads(r.value)["id"] for r in records]
     assert sorted(ids) == sorted(f"kept-{i}" for i in range(6, 12))
-
-
-def test_a_partition_waiting_for_an_older_backlog_is_paused_not_buffered_without_end(stage: Stage) -> None:
-    """Partition 0 is all newer than partition 1's backlog: it may not be fetched into memory meanwhile."""
-    now = int(time.time() * 1000)
-    count = 3000
-    backlog = [doc(f"old-{i}", f"old text {i}", 1, now + i) for i in range(count)]
-    newer = [doc(f"new-{i}", f"new text {i}", 0, now + 10 * count + i) for i in range(count)]
-    produce(stage.bootstrap, stage.input_topic, newer + backlog)
-    consumer = KafkaConsumer(
-        bootstrap_servers=stage.bootstrap, isolation_level="read_committed", enable_auto_commit=False
-    )
-    try:
-        parts = [TopicPartition(stage.input_topic, p) for p in (0, 1)]
-        consumer.assign(parts)
-        consumer.seek_to_beginning(*parts)
-        intake = BatchIntake(consumer, stage.input_topic, 100, 5.0, BatchFailures(), WorkerEvents())
-        intake.restart(parts)
-        limit = buffer_limit(100)
-        taken: list[Any] = []
-        most_buffered, was_paused = 0, False
-        deadline = time.monotonic() + 120
-        while len(taken) < 2 * count and time.monotonic() < deadline:
-            intake.add(consumer.poll(timeout_ms=200, max_records=100))
-            most_buffered = max(most_buffered, intake.merge.buffered(0))
-            was_paused |= parts[0] in intake.paused
-            taken += intake.next_batch()
-    finally:
-        consumer.close()
-    assert [r.value for r in taken] == [v for _, v, _, _ in backlog + newer]  # event-time order, nothing lost
-    assert was_paused and most_buffered < limit + 100
