@@ -259,6 +259,11 @@ class DetectionConfig:
     def uses_simhash(self) -> bool:
         return self.method != "minhash"
 
+    @property
+    def settles_with_texts(self) -> bool:
+        """Whether verification asks for the texts of pairs too near the threshold (see engine.text_verification)."""
+        return self.uses_minhash and self.verification == "estimate"
+
     def hamming_layout(self) -> HammingLayout:
         """The Hamming index's tables for ``max_hamming``, sized for ``max_documents`` (default a million).
 

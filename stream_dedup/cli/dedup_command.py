@@ -14,6 +14,7 @@ from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import Record, Reject, read_records
 from stream_dedup.engine import Verdict, make_detector
+from stream_dedup.text.spool import TextSpool
 
 #: Documents per detector batch: large enough to amortise numpy calls.
 BATCH_SIZE = 4096
@@ -57,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         report_file = stack.enter_context(open(args.report, "w", encoding="utf-8")) if args.report else None
         report = DedupReport(config) if report_file else None
         rejects_file: TextIO | None = None
+        # The texts of pairs too near the threshold for the sketch (see engine.text_verification).
+        spool = stack.enter_context(TextSpool()) if config.settles_with_texts else None
         records = read_records(_lines(source), args.id_field, args.text_field, config.strip_punctuation)
         for batch, bad in _batches(records):
             for reject in bad:
@@ -71,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
             rejected += len(bad)
             if batch:
                 ids, texts, lines = [r.id for r in batch], [r.text for r in batch], [r.line for r in batch]
-                verdicts = detector.process(ids, texts, normalized=True, sources=lines)
+                if spool is not None:
+                    spool.add(lines, texts)
+                verdicts = detector.process(ids, texts, normalized=True, sources=lines, document_texts=spool)
                 sink.writelines(map(verdict_line, verdicts, lines))
                 if report is not None:
                     report.add(verdicts, lines)

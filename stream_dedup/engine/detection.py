@@ -21,6 +21,7 @@ import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.pairs import earlier_values
+from stream_dedup.engine.text_verification import DocumentTexts
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch, SignedBatch
 
@@ -37,6 +38,10 @@ class DetectorStats:
     contains: int = 0
     #: Pairs the containment search verified (each once, both ways), beside the Jaccard ``candidates``.
     containment_candidates: int = 0
+    #: Pairs too near the threshold for the sketch, judged by their texts' exact Jaccard.
+    settled_by_text: int = 0
+    #: Pairs as near, left to the estimate because a text could not be had.
+    unsettled: int = 0
 
 
 class StoredDocuments(Protocol):
@@ -102,8 +107,14 @@ class DuplicateDetector(ABC):
         """
 
     @abstractmethod
-    def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
-        """Verdicts for a batch of signed documents in stream order, then index them."""
+    def process_signed(self, batch: IndexedBatch, document_texts: DocumentTexts | None = None) -> list[Verdict]:
+        """Verdicts for a batch of signed documents in stream order, then index them.
+
+        ``document_texts`` gives documents' texts by source, for the pairs
+        whose estimated Jaccard is too near the threshold to judge
+        (:mod:`~stream_dedup.engine.text_verification`); the SimHash method,
+        which judges fingerprints, takes none.
+        """
 
     def process(
         self,
@@ -112,6 +123,7 @@ class DuplicateDetector(ABC):
         event_times: npt.NDArray[np.float64] | Sequence[float] | None = None,
         normalized: bool = False,
         sources: npt.NDArray[np.uint64] | Sequence[int] | None = None,
+        document_texts: DocumentTexts | None = None,
     ) -> list[Verdict]:
         """Verdicts for a batch of documents in stream order, then index them.
 
@@ -121,7 +133,8 @@ class DuplicateDetector(ABC):
         one by one normalise first and need not pay twice). ``sources`` are
         opaque 64-bit pointers to the documents' records (a line number, a
         packed Kafka partition and offset) that verdicts return for a match;
-        they default to none. Raises :class:`~stream_dedup.errors.InputError`
+        they default to none; with ``document_texts``, they also find the
+        texts of pairs too near the threshold for the sketch. Raises :class:`~stream_dedup.errors.InputError`
         (and changes nothing) if a text is empty after normalisation.
         """
         if not texts:
@@ -131,7 +144,8 @@ class DuplicateDetector(ABC):
             pointers = np.full(len(ids), NO_SOURCE, dtype=np.uint64)
         else:
             pointers = np.asarray(sources, dtype=np.uint64)
-        return self.process_signed(IndexedBatch(list(ids), self.sign(texts, normalized), times, pointers))
+        batch = IndexedBatch(list(ids), self.sign(texts, normalized), times, pointers)
+        return self.process_signed(batch, document_texts)
 
 
 def verdicts_of(batch: IndexedBatch, best: BestMatches, stored: StoredDocuments, first_seq: int) -> list[Verdict]:

@@ -51,6 +51,7 @@ from stream_dedup.engine.pairs import (
     earlier_values,
 )
 from stream_dedup.engine.simhash_detector import SimHashDetector
+from stream_dedup.engine.text_verification import DocumentTexts, ambiguous_pairs, text_similarity
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import index_keys
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
@@ -165,12 +166,12 @@ class Detector(DuplicateDetector):
         shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
         return SignedBatch(bits, index_keys(band_signatures, bits, self.banding), shingles, fingerprints, sizes)
 
-    def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
+    def process_signed(self, batch: IndexedBatch, document_texts: DocumentTexts | None = None) -> list[Verdict]:
         """Like :meth:`process`, for documents already signed by :meth:`sign`.
 
         With exact verification, the batch must carry its shingle sets.
         """
-        probe = self.probe(batch)
+        probe = self.probe(batch, document_texts=document_texts)
         verdicts = verdicts_of(batch, probe.best, self.index, probe.first_seq)
         if self.containment is not None:
             # Verdicts before the insert: retention may then evict a matched document and its id.
@@ -184,12 +185,19 @@ class Detector(DuplicateDetector):
         self.stats.duplicates += int(np.count_nonzero(probe.best.seqs >= 0))
         return verdicts
 
-    def probe(self, batch: IndexedBatch, earlier: npt.NDArray[np.bool_] | None = None) -> Probe:
+    def probe(
+        self,
+        batch: IndexedBatch,
+        earlier: npt.NDArray[np.bool_] | None = None,
+        document_texts: DocumentTexts | None = None,
+    ) -> Probe:
         """Each row's best verified match among the stored documents and the earlier rows of the batch.
 
         ``earlier`` (a mask over the batch's rows) keeps only the earlier rows
         it marks as possible matches: a shard's own rows, the others being
-        some other shard's to answer for. Changes nothing in the index.
+        some other shard's to answer for. ``document_texts`` settles the
+        pairs whose estimate is too near the threshold to judge
+        (:mod:`~stream_dedup.engine.text_verification`). Changes nothing in the index.
         """
         if self.exact and batch.signed.shingles is None:
             raise ValueError("exact verification needs the batch's shingle sets")
@@ -213,7 +221,7 @@ class Detector(DuplicateDetector):
         else:
             admitted = counts < self.index.slot_cap
             rows, seqs = self.containment.candidates(batch, lookup, admitted, first_seq)
-        pairs = self._measure(batch.signed, rows, seqs, first_seq)
+        pairs = self._measure(batch, rows, seqs, first_seq, document_texts)
         return Probe(self._verify(batch.signed, pairs, first_seq), first_seq, counts, pairs)
 
     def insert(self, batch: IndexedBatch, counts: npt.NDArray[np.int64]) -> None:
@@ -221,19 +229,40 @@ class Detector(DuplicateDetector):
         self.index.add(batch, counts)
 
     def _measure(
-        self, batch: SignedBatch, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int
+        self,
+        batch: IndexedBatch,
+        rows: npt.NDArray[np.intp],
+        seqs: npt.NDArray[np.int64],
+        first_seq: int,
+        document_texts: DocumentTexts | None,
     ) -> MeasuredPairs:
         """Every candidate pair once, with its Jaccard estimate and the similarity verification judges."""
         pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
         self.stats.candidates += int(pairs.size)
-        self.last_batch_candidates = np.bincount(pairs >> _SEQ_BITS, minlength=len(batch))
+        self.last_batch_candidates = np.bincount(pairs >> _SEQ_BITS, minlength=len(batch.ids))
         rows = (pairs >> _SEQ_BITS).astype(np.intp)
         seqs = pairs & ((1 << _SEQ_BITS) - 1)
         estimates, similarity = np.empty(pairs.size), np.empty(pairs.size)
         for start in range(0, pairs.size, PAIRS_PER_ROUND):
             part = slice(start, start + PAIRS_PER_ROUND)
-            estimates[part], similarity[part] = self._similarity(batch, rows[part], seqs[part], first_seq)
+            estimates[part], similarity[part] = self._similarity(batch.signed, rows[part], seqs[part], first_seq)
+        if document_texts is not None and batch.signed.shingles is None:
+            self._settle_with_texts(batch, MeasuredPairs(rows, seqs, estimates, similarity), first_seq, document_texts)
         return MeasuredPairs(rows, seqs, estimates, similarity)
+
+    def _settle_with_texts(
+        self, batch: IndexedBatch, pairs: MeasuredPairs, first_seq: int, document_texts: DocumentTexts
+    ) -> None:
+        """Replace the similarity of pairs too near the threshold with their texts' exact Jaccard, where known."""
+        near = ambiguous_pairs(pairs.estimates, self.config.threshold, self.config.sketch_bits)
+        if not near.size:
+            return
+        earlier = earlier_values(batch.sources, self.index.sources_of, pairs.seqs[near], first_seq)
+        exact = text_similarity(document_texts, self.hasher, batch.sources[pairs.rows[near]], earlier)
+        known = ~np.isnan(exact)
+        pairs.similarity[near[known]] = exact[known]
+        self.stats.settled_by_text += int(np.count_nonzero(known))
+        self.stats.unsettled += int(near.size - np.count_nonzero(known))
 
     def _verify(self, batch: SignedBatch, pairs: MeasuredPairs, first_seq: int) -> BestMatches:
         """Best verified match of every row (and, for the combined method, its Hamming distance)."""

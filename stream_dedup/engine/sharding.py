@@ -44,6 +44,7 @@ import numpy.typing as npt
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import matches_of
 from stream_dedup.engine.detector import Detector, band_index
+from stream_dedup.engine.text_verification import DocumentTexts
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
@@ -162,14 +163,18 @@ class ShardDetector:
         """Bytes held by the index's arrays and the sequence keys."""
         return self.detector.memory_bytes() + sum(arena.nbytes for arena in self.generation_keys.values())
 
-    def answer(self, batch: IndexedBatch, keys: SequenceKeys) -> ShardAnswer:
+    def answer(
+        self, batch: IndexedBatch, keys: SequenceKeys, document_texts: DocumentTexts | None = None
+    ) -> ShardAnswer:
         """This shard's best match for each document of ``batch``; then index the documents it owns.
 
-        ``keys`` are the batch's sequence keys (:func:`sequence_keys`). Batches
+        ``keys`` are the batch's sequence keys (:func:`sequence_keys`);
+        ``document_texts`` settles pairs too near the threshold, as one
+        process's detector does, so that the verdicts are the same. Batches
         must come in stream order, every shard seeing every batch.
         """
         owned = shard_of(batch.signed.keys, self.shards) == self.shard
-        probe = self.detector.probe(batch, earlier=owned)
+        probe = self.detector.probe(batch, earlier=owned, document_texts=document_texts)
         best, first_seq = probe.best, probe.first_seq
         # Before the insert: retention may then evict a match and its id.
         rows = np.flatnonzero(best.seqs >= 0)

@@ -18,6 +18,7 @@ import numpy as np
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import BestMatches, DetectorStats, DuplicateDetector, verdicts_of
 from stream_dedup.engine.pairs import best_of_each_row
+from stream_dedup.engine.text_verification import DocumentTexts
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.lsh.hamming import HammingIndex
@@ -53,7 +54,7 @@ class SimHashDetector(DuplicateDetector):
         n = len(texts)
         return SignedBatch(np.empty((n, 0), np.uint8), np.empty((n, 0), np.uint32), None, fingerprints)
 
-    def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
+    def process_signed(self, batch: IndexedBatch, document_texts: DocumentTexts | None = None) -> list[Verdict]:
         fingerprints = batch.signed.fingerprints
         if fingerprints is None:
             raise ValueError("the simhash method needs the batch's fingerprints")

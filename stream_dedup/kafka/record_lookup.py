@@ -14,6 +14,7 @@ That is an answer (:class:`RecordGone`, saying why), not an error.
 
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from kafka import KafkaConsumer, TopicPartition
@@ -106,7 +107,7 @@ class RecordLookup:
         while time.monotonic() < deadline:
             records = self._consumer.poll(timeout_ms=_POLL_MS).get(where, [])
             if records:
-                self._remember(records)
+                self.keep(records)
                 return records[0] if records[0].offset == offset else self._missing(where, offset)
             # Nothing fetched: past the end, or the offset held a transaction marker, which moves the
             # position on without a record.
@@ -125,7 +126,8 @@ class RecordLookup:
             return RecordGone(f"{name} has no offset {offset} yet (it ends at offset {end})")
         return RecordGone(f"no committed record at offset {offset} of {name}")
 
-    def _remember(self, records: list[Any]) -> None:
+    def keep(self, records: Sequence[Any]) -> None:
+        """Remember ``records`` (consumed elsewhere) as if fetched: fetching one of them then asks nothing of Kafka."""
         for record in records:
             key = (record.topic, record.partition, record.offset)
             if key not in self._cache:

@@ -121,6 +121,12 @@ class WorkerMetrics:
         self.verified_candidates = Counter(
             "stream_dedup_verified_candidates_total", "Candidate pairs that passed verification.", registry=r
         )
+        self.text_verifications = Counter(
+            "stream_dedup_text_verifications_total",
+            "Candidate pairs too near the threshold for the sketch: settled by their texts, or unsettled (no text).",
+            ["outcome"],
+            registry=r,
+        )
         self.hot_bucket_skips = Counter(
             "stream_dedup_hot_bucket_skips_total",
             "Band buckets skipped or capped for holding too many documents.",
@@ -207,6 +213,8 @@ class WorkerMetrics:
             self.dead_letters.labels(reason)
         for outcome in _TRANSACTION_OUTCOMES:
             self.transactions.labels(outcome)
+        for outcome in ("settled", "unsettled"):
+            self.text_verifications.labels(outcome)
         self.set_role("restoring")
 
     def set_build_info(self, config: DetectionConfig, version: str) -> None:

@@ -56,6 +56,8 @@ class MetricsEvents(WorkerEvents):
         observe_many(m.candidates_per_document, report.candidates)
         m.candidates.inc(report.candidate_pairs)
         m.verified_candidates.inc(report.verified_pairs)
+        m.text_verifications.labels("settled").inc(report.settled_by_text)
+        m.text_verifications.labels("unsettled").inc(report.unsettled)
         m.transactions.labels("committed").inc()
         m.last_commit.set(time.time())
         self._hot_skips = _count_increase(m.hot_bucket_skips, self._hot_skips, report.hot_bucket_skips)

@@ -1,5 +1,6 @@
 """Which role a process runs, from its settings: the runner for ``role`` = signer, shard or judge."""
 
+from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.roles.judge import Judge
 from stream_dedup.roles.session import RoleRunner
 from stream_dedup.roles.shard import Shard, snapshot_directory
@@ -21,7 +22,10 @@ def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) ->
     if s.role == "shard":
         per_step = max(1, _SHARD_DOCUMENTS_PER_STEP // s.batch_size)
         store = SnapshotStore(snapshot_directory(s), s.snapshots_kept)
-        return RoleRunner(s, lambda: Shard(s, store, events), events, max_poll_records=per_step)
+        texts = (
+            RecordTexts(s.connection(), s.input_topic, s.input_reading()) if s.detection.settles_with_texts else None
+        )
+        return RoleRunner(s, lambda: Shard(s, store, events, texts), events, max_poll_records=per_step)
     if s.role == "judge":
         return RoleRunner(s, lambda: Judge(s), events)
     raise ValueError(f"role {s.role!r} runs in worker.loop.Worker, not as a role")

@@ -44,6 +44,7 @@ from stream_dedup.engine.sharding import ShardAnswer, ShardDetector
 from stream_dedup.engine.snapshot import load_shard_snapshot
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.record_fit import OutgoingRecord
+from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import BatchAssembly
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
@@ -59,10 +60,18 @@ def snapshot_directory(settings: WorkerSettings) -> Path:
 
 
 class Shard(RoleWork):
-    """One session of a shard; ``store`` outlives sessions, so that only one snapshot is ever being written."""
+    """One session of a shard; ``store`` outlives sessions, so that only one snapshot is ever being written.
 
-    def __init__(self, settings: WorkerSettings, store: SnapshotStore, events: WorkerEvents) -> None:
+    ``texts`` (outliving sessions too) reads input records again for the
+    pairs the sketch cannot judge; a replay, whose answers were given
+    before, asks for none.
+    """
+
+    def __init__(
+        self, settings: WorkerSettings, store: SnapshotStore, events: WorkerEvents, texts: RecordTexts | None = None
+    ) -> None:
         self.settings = settings
+        self.texts = texts
         self.store = store
         self.events = events
         self.topics = [settings.sequenced_topic]
@@ -138,10 +147,12 @@ class Shard(RoleWork):
             if batch is None:
                 continue
             count = len(batch.entry.documents.ids)
+            answering = batch.offset >= self.answered_from
             # A batch of no document (a worker's changelog holds some) changes no index: skipped, as a replay does.
-            answer = self.index.answer(batch.entry.documents, batch.keys) if count else None
+            texts = self.texts if answering else None
+            answer = self.index.answer(batch.entry.documents, batch.keys, texts) if count else None
             self.covered = batch.offset + 1
-            if batch.offset < self.answered_from:
+            if not answering:
                 replayed += count
                 continue
             if answer is not None:

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.text.hashing import U64
-from stream_dedup.text.shingles import ShingleChunk
+from stream_dedup.text.shingles import ShingleChunk, Shingling, shingle_chunks
 
 IntArray = npt.NDArray[np.intp]
 
@@ -46,6 +46,14 @@ class ShingleSets:
         keep = np.arange(high.shape[1]) < chunk.counts[:, None]
         keep[:, 1:] &= high[:, 1:] != high[:, :-1]
         return cls(high[keep], np.cumsum(np.count_nonzero(keep, axis=1)))
+
+    @classmethod
+    def of_texts(cls, texts: Sequence[str], shingling: Shingling, seed: int) -> "ShingleSets":
+        """The distinct shingles of normalised ``texts``, in order: the sets signing them would keep."""
+        chunks = list(shingle_chunks(texts, shingling, seed))
+        sets = cls.concat([cls.of_chunk(chunk) for chunk in chunks])
+        rows = np.concatenate([chunk.rows for chunk in chunks]) if chunks else np.empty(0, np.intp)
+        return sets.take(np.argsort(rows))
 
     @classmethod
     def concat(cls, parts: Sequence["ShingleSets"]) -> "ShingleSets":

@@ -33,6 +33,7 @@ from stream_dedup.kafka.messages import (
     verdict_value,
 )
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits, fitted
+from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.events import BatchReport, PublishedDuplicate
 from stream_dedup.worker.signing import SignedRecords
 
@@ -75,12 +76,14 @@ def publish_batch(
     destinations: Destinations,
     digest: str,
     started: float,
+    texts: RecordTexts | None = None,
 ) -> CommittedBatch:
     """Judge the documents of ``batch`` and commit everything its records produce in one transaction.
 
     ``positions`` (input partition -> next offset) is updated in place only
     once the commit succeeded. Raises whatever the client raises; the caller
     must then treat the detector as dirty (it already indexed the batch).
+    ``texts`` reads input records again for the pairs the sketch cannot judge.
     """
     records = batch.records
     documents, indexed, letters = batch.split()
@@ -89,13 +92,16 @@ def publish_batch(
     for record in records:
         after[record.partition] = max(after.get(record.partition, 0), record.offset + 1)
 
-    candidates_before, verified_before = detector.stats.candidates, detector.stats.verified
+    stats = detector.stats
+    before = (stats.candidates, stats.verified, stats.settled_by_text, stats.unsettled)
     producer.begin_transaction()
     send = _Sender(producer, destinations)
     verdict_counts: Counter[str] = Counter()
     duplicates: list[PublishedDuplicate] = []
     if documents:
-        verdicts = detector.process_signed(indexed)
+        if texts is not None:
+            texts.keep(records)
+        verdicts = detector.process_signed(indexed, texts)
         fingerprint = detector.config.fingerprint()
         for verdict, document in zip(verdicts, documents, strict=True):
             value = OutgoingRecord(verdict.id.encode("utf-8"), verdict_value(verdict, document.source, fingerprint), [])
@@ -156,13 +162,15 @@ def publish_batch(
             committed_at=committed_at,
             timestamps_ms=np.array([d.source.timestamp for d in documents], dtype=np.int64),
             candidates=detector.last_batch_candidates if documents else np.zeros(0, dtype=np.int64),
-            candidate_pairs=detector.stats.candidates - candidates_before,
-            verified_pairs=detector.stats.verified - verified_before,
+            candidate_pairs=stats.candidates - before[0],
+            verified_pairs=stats.verified - before[1],
             indexed_documents=len(detector),
             index_bytes=detector.memory_bytes(),
             evicted_documents=detector.evicted_documents,
             hot_bucket_skips=detector.hot_bucket_skips,
             duplicates=duplicates,
+            settled_by_text=stats.settled_by_text - before[2],
+            unsettled=stats.unsettled - before[3],
         ),
     )
 

@@ -42,6 +42,9 @@ class BatchReport:
         evicted_documents, hot_bucket_skips: running totals of the index.
         duplicates: the duplicate verdicts published, in the order judged
             (for the status page's list of the last duplicates found).
+        settled_by_text, unsettled: pairs too near the threshold for the
+            sketch, judged by their texts, or left to the estimate for want
+            of a text (see engine.text_verification).
     """
 
     verdicts: Counter[str]
@@ -57,6 +60,8 @@ class BatchReport:
     evicted_documents: int
     hot_bucket_skips: int
     duplicates: Sequence[PublishedDuplicate] = ()
+    settled_by_text: int = 0
+    unsettled: int = 0
 
     @property
     def latencies(self) -> npt.NDArray[np.float64]:

@@ -99,6 +99,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.clients import group_consumer, transactional_producer
+from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.batch import publish_batch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.intake import BatchIntake
@@ -235,7 +236,11 @@ class Worker:
                 s.connection(), s.group_id, s.instance_id, s.session_timeout_seconds, s.batch_size
             )
             opened.callback(self._close_consumer, consumer)
-            _Session(self, replay, detector, schedule, producer, consumer).run()
+            texts = None
+            if s.detection.settles_with_texts:
+                texts = RecordTexts(s.connection(), s.input_topic, s.input_reading())
+                opened.callback(texts.close)
+            _Session(self, replay, detector, schedule, producer, consumer, texts).run()
 
     def _close_consumer(self, consumer: KafkaConsumer) -> None:
         """Close the group consumer; when stopping, also leave the group, so a standby takes over at once."""
@@ -287,6 +292,7 @@ class _Session:
         schedule: SnapshotSchedule,
         producer: KafkaProducer,
         consumer: KafkaConsumer,
+        texts: RecordTexts | None,
     ) -> None:
         self.worker = worker
         self.settings = s = worker.settings
@@ -296,6 +302,8 @@ class _Session:
         self.schedule = schedule
         self.producer = producer
         self.consumer = consumer
+        #: Input records read again, for the pairs the sketch cannot judge (see kafka.record_texts).
+        self.texts = texts
         self.signature_fingerprint = s.detection.signature_fingerprint()
         self.destinations = stage_destinations(s)
         self.active = False
@@ -445,6 +453,7 @@ class _Session:
                 self.destinations,
                 self.signature_fingerprint,
                 started,
+                self.texts,
             )
         except KafkaError as error:
             # Abort, and let the error end the session: the detector already

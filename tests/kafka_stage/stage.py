@@ -21,8 +21,12 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import DuplicateDetector, make_detector
+from stream_dedup.engine.verdict import Verdict
 from stream_dedup.roles.launch import role_runner
 from stream_dedup.roles.session import RoleRunner
+from stream_dedup.text import normalize_all
+from stream_dedup.text.spool import TextSpool
+from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
 
@@ -76,10 +80,12 @@ def make_stage(bootstrap: str, create_topic: Any, snapshot_root: Path) -> Stage:
 
 @contextlib.contextmanager
 def worker_thread(
-    settings: WorkerSettings, detector_factory: Callable[[DetectionConfig], DuplicateDetector] = make_detector
+    settings: WorkerSettings,
+    detector_factory: Callable[[DetectionConfig], DuplicateDetector] = make_detector,
+    events: WorkerEvents | None = None,
 ) -> Iterator[Worker]:
     """A worker running in a thread of the test process, stopped (as by SIGTERM) at the end."""
-    worker = Worker(settings, detector_factory=detector_factory)
+    worker = Worker(settings, events=events, detector_factory=detector_factory)
     failure: list[BaseException] = []
 
     def run() -> None:
@@ -260,10 +266,21 @@ def expected_verdicts(
     increasing timestamps, so that order is the corpus order, however the
     partitions' fetches interleave.
     """
-    detector = make_detector(config or DetectionConfig())
-    ids = [f"doc-{i}" for i in range(len(corpus))]
-    verdicts = detector.process(ids, [text for text, _ in corpus], event_times=[0.0] * len(corpus))
+    verdicts = one_run(corpus, config or DetectionConfig())
     return {v.id: {k: v.to_dict()[k] for k in VERDICT_CORE} for v in verdicts}
+
+
+def one_run(corpus: Sequence[tuple[str, int]], config: DetectionConfig) -> list[Verdict]:
+    """Verdicts of ``doc-N`` for the corpus in one batch, pairs near the threshold settled by text as the stage does."""
+    detector = make_detector(config)
+    ids = [f"doc-{i}" for i in range(len(corpus))]
+    texts = normalize_all(text for text, _ in corpus)
+    numbers = list(range(1, len(texts) + 1))
+    with TextSpool() as spool:
+        spool.add(numbers, texts)
+        return detector.process(
+            ids, texts, event_times=[0.0] * len(ids), normalized=True, sources=numbers, document_texts=spool
+        )
 
 
 def read_committed(bootstrap: str, topic: str, count: int, timeout: float = 120.0, settle: float = 2.0) -> list[Any]:

@@ -15,10 +15,9 @@ import pytest
 
 from benchmarks.corpus import containment_stream
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import make_detector
 from tests.real_text import stdlib_paragraphs
 
-from .stage import Stage, document_messages, produce, read_committed, verdicts_by_source, worker_thread
+from .stage import Stage, document_messages, one_run, produce, read_committed, verdicts_by_source, worker_thread
 
 pytestmark = pytest.mark.kafka
 
@@ -34,9 +33,7 @@ def planted_corpus() -> tuple[list[tuple[str, int]], dict[str, str | None]]:
 
 
 def predicted(corpus: list[tuple[str, int]]) -> dict[str, dict[str, Any]]:
-    detector = make_detector(CONFIG)
-    ids = [f"doc-{i}" for i in range(len(corpus))]
-    verdicts = detector.process(ids, [text for text, _ in corpus], event_times=[0.0] * len(corpus))
+    verdicts = one_run(corpus, CONFIG)
     return {v.id: {k: v.to_dict().get(k) for k in PREDICTED} for v in verdicts}
 
 

@@ -15,6 +15,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.engine.sharding import shard_of
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
+from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
 from tests.corpus import make_clustered_corpus
 
@@ -43,17 +44,29 @@ def sequenced_batches(bootstrap: str, topic: str, config: DetectionConfig) -> li
         consumer.close()
 
 
-def one_process_verdicts(batches: list[SequencedBatch], config: DetectionConfig) -> dict[str, dict[str, Any]]:
-    """What one detector publishes for the same sequenced batches, value for value, by document id."""
+def one_process_verdicts(
+    batches: list[SequencedBatch], config: DetectionConfig, stage: Stage
+) -> dict[str, dict[str, Any]]:
+    """What one detector publishes for the same sequenced batches, value for value, by document id.
+
+    Pairs near the threshold are settled by the input records' texts, read from the stage's input topic as
+    the shards read them.
+    """
     detector = make_detector(config)
+    settings = stage.settings()
+    texts = RecordTexts(settings.connection(), stage.input_topic, settings.input_reading())
     published = {}
-    for batch in batches:
-        documents = batch.entry.documents
-        for verdict, pointer, event_time in zip(
-            detector.process_signed(documents), documents.sources.tolist(), documents.event_times.tolist(), strict=True
-        ):
-            source = Source(batch.entry.input_topic, *match_coordinates(pointer), round(event_time * 1000))
-            published[verdict.id] = json.loads(verdict_value(verdict, source, config.fingerprint()))
+    try:
+        for batch in batches:
+            documents = batch.entry.documents
+            verdicts = detector.process_signed(documents, texts)
+            for verdict, pointer, event_time in zip(
+                verdicts, documents.sources.tolist(), documents.event_times.tolist(), strict=True
+            ):
+                source = Source(batch.entry.input_topic, *match_coordinates(pointer), round(event_time * 1000))
+                published[verdict.id] = json.loads(verdict_value(verdict, source, config.fingerprint()))
+    finally:
+        texts.close()
     return published
 
 
@@ -76,7 +89,7 @@ def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(stage: S
     config = DetectionConfig(index_slots=SLOTS)
     batches = sequenced_batches(stage.bootstrap, sequenced, config)
     assert sum(len(b.entry.documents.ids) for b in batches) == len(corpus)
-    expected = one_process_verdicts(batches, config)
+    expected = one_process_verdicts(batches, config, stage)
     assert {v["id"]: v for v in published} == expected
     assert sum(v["verdict"] == "duplicate" for v in published) > 150
     assert {r.key for r in records} == {v["id"].encode() for v in published}
@@ -176,6 +189,6 @@ def test_going_from_two_shards_to_three_as_documented_keeps_every_verdict_once_a
     assert len(published) == len(corpus)
     config = DetectionConfig(index_slots=SLOTS)
     batches = sequenced_batches(stage.bootstrap, sequenced.topic, config)
-    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config)
+    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)
     # Both sets published: the switch happened mid-stream.
     assert 0 < switch_at < batches[-1].offset

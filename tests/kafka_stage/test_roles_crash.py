@@ -168,4 +168,4 @@ def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_pr
     batches = sequenced_batches(stage.bootstrap, f"{stage.group_id}.sequenced", config)
     # Each document was signed into the sequenced topic once, whatever the signers' kills.
     assert sorted(d for b in batches for d in b.entry.documents.ids) == sorted(f"doc-{i}" for i in range(len(corpus)))
-    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config)
+    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)

@@ -85,4 +85,4 @@ def test_a_shard_killed_after_a_snapshot_replays_only_what_followed_it(stage: St
     published = [json.loads(r.value) for r in records]
     assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
     assert len(published) == len(corpus)
-    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config)
+    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)

@@ -1,0 +1,68 @@
+"""Settling the pairs the sketch cannot judge, near the threshold, with the documents' own texts.
+
+The stored one-bit sketch (``sketch_bits`` bits) estimates a pair's Jaccard
+similarity ``J`` with a standard error of ``sqrt((1 - J**2) / sketch_bits)``,
+0.019 at ``J = 0.8`` for 1,024 bits: on streams dense near the threshold that
+noise alone costs a few points of F1 (docs/benchmarks.md), and a sketch
+sharp enough to avoid it would not fit the memory budget. But a pair is
+uncertain only while its estimate lies within a few standard errors of the
+threshold; further out the estimate's verdict is the exact one but for a
+chance under 1e-4 (:data:`AMBIGUITY_ERRORS`). So the default verification
+asks the caller for the two texts of just those pairs and judges them by
+their exact Jaccard, the same shingle sets exact verification keeps in
+memory, here rebuilt from text. The caller keeps or fetches texts by the
+records' sources: the offline command spools them to disk
+(:mod:`stream_dedup.text.spool`), the Kafka stage fetches input records
+again by coordinates. A text it cannot give (a library caller's documents
+without sources, a record deleted by retention) leaves that pair to the
+estimate, as before.
+"""
+
+import math
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.lsh.generation import NO_SOURCE
+from stream_dedup.sketch.minhash import MinHasher
+from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
+
+#: Standard errors either side of the threshold within which a pair's texts are asked for.
+AMBIGUITY_ERRORS = 4.0
+
+
+class DocumentTexts(Protocol):
+    """Normalised texts of documents, by the source pointers the index keeps."""
+
+    def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
+        """The texts of ``sources`` (distinct), in order; ``None`` for one it cannot give."""
+
+
+def ambiguous_pairs(estimates: npt.NDArray[np.float64], threshold: float, sketch_bits: int) -> npt.NDArray[np.intp]:
+    """Positions of the estimates that lie within :data:`AMBIGUITY_ERRORS` standard errors of ``threshold``."""
+    error = math.sqrt((1.0 - threshold * threshold) / sketch_bits)
+    return np.flatnonzero(np.abs(estimates - threshold) <= AMBIGUITY_ERRORS * error)
+
+
+def text_similarity(
+    texts: DocumentTexts, hasher: MinHasher, left: npt.NDArray[np.uint64], right: npt.NDArray[np.uint64]
+) -> npt.NDArray[np.float64]:
+    """Exact Jaccard of the documents at sources ``left[i]`` and ``right[i]``; NaN where a text is missing.
+
+    Each distinct source is asked for and shingled once, however many pairs it is in.
+    """
+    similarity = np.full(left.size, np.nan)
+    sources, positions = np.unique(np.concatenate((left, right)), return_inverse=True)
+    known = sources != NO_SOURCE
+    found = texts.texts_of(sources[known]) if known.any() else []
+    text_of = np.full(sources.size, -1, dtype=np.intp)
+    present = [i for i, text in enumerate(found) if text]
+    present_texts = [text for text in found if text]
+    text_of[np.flatnonzero(known)[present]] = np.arange(len(present))
+    left_text, right_text = text_of[positions[: left.size]], text_of[positions[left.size :]]
+    settled = np.flatnonzero((left_text >= 0) & (right_text >= 0))
+    if settled.size:
+        sets = ShingleSets.of_texts(present_texts, hasher.shingling, hasher.seed)
+        similarity[settled] = exact_jaccard(sets.take(left_text[settled]), sets.take(right_text[settled]))
+    return similarity

@@ -1,0 +1,68 @@
+"""Documents' texts by the source pointers the index keeps, read again from the input topic.
+
+The index keeps no text (it would not fit the memory budget), but it keeps
+where each document was read: input partition and offset. A pair whose
+estimated similarity is too near the threshold to judge
+(:mod:`stream_dedup.engine.text_verification`) is settled by the two
+documents' texts, so the stage reads those records again, committed ones
+only, and reads them as it read them the first time (same JSON field, same
+normalisation). The batch being judged is handed over as consumed, so its
+own rows cost no fetch; an earlier document usually does once, and the
+records after it come with it (:class:`~stream_dedup.kafka.record_lookup.RecordLookup`
+keeps them). A record the topic no longer holds leaves its pairs to the
+estimate.
+
+The lookup's consumer is made on the first fetch: a stage whose pairs are
+never near the threshold, or whose method needs no text, never opens it.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.messages import InputDocument, InputReading, match_coordinates, read_record
+from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
+
+
+class RecordTexts:
+    """Normalised texts of the documents of ``topic``, by source pointer (a ``DocumentTexts``)."""
+
+    def __init__(self, connection: KafkaConnection, topic: str, reading: InputReading) -> None:
+        self._connection = connection
+        self._topic = topic
+        self._reading = reading
+        self._lookup: RecordLookup | None = None
+        self._consumed: list[Any] = []
+
+    def keep(self, records: Sequence[Any]) -> None:
+        """The records of the batch being judged, consumed already: their texts need no fetch."""
+        if self._lookup is None:
+            self._consumed = list(records)
+        else:
+            self._lookup.keep(records)
+
+    def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
+        """The normalised text of each source's record; ``None`` for a record gone or not a document."""
+        lookup = self._open()
+        texts: list[str | None] = []
+        for source in sources.tolist():
+            partition, offset = match_coordinates(source)
+            record = lookup.fetch(self._topic, partition, offset)
+            item = None if isinstance(record, RecordGone) else read_record(record, self._reading)
+            texts.append(item.text if isinstance(item, InputDocument) else None)
+        return texts
+
+    def close(self) -> None:
+        if self._lookup is not None:
+            self._lookup.close()
+            self._lookup = None
+
+    def _open(self) -> RecordLookup:
+        if self._lookup is None:
+            self._lookup = RecordLookup(self._connection)
+            self._lookup.keep(self._consumed)
+            self._consumed = []
+        return self._lookup

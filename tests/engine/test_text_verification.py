@@ -1,0 +1,137 @@
+"""Pairs too near the threshold for the sketch, settled by their texts: verdicts as exact brute force gives them.
+
+The stream is real prose (the standard library's documentation) with planted
+copies edited at graded strengths, so that many pairs lie near the threshold,
+where the one-bit sketch's estimate falls on either side of it. Truth is
+exact brute force in stream order over the same shingle hashes.
+"""
+
+from functools import cache
+
+import numpy as np
+import numpy.typing as npt
+
+from benchmarks.corpus import planted_stream
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Detector
+from stream_dedup.engine.text_verification import ambiguous_pairs
+from stream_dedup.engine.verdict import Verdict
+from stream_dedup.text import normalize_all
+from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
+from stream_dedup.text.spool import TextSpool
+from tests.real_text import stdlib_paragraphs
+
+CONFIG = DetectionConfig(threshold=0.8)
+
+
+@cache
+def stream() -> tuple[list[str], list[str]]:
+    """Ids and normalised texts of 1,200 documents, 40% of them edited copies."""
+    documents = planted_stream(1200, dup_fraction=0.4, seed=5, paragraphs=stdlib_paragraphs())
+    return [d.id for d in documents], normalize_all(d.text for d in documents)
+
+
+@cache
+def shingle_sets() -> ShingleSets:
+    _, texts = stream()
+    hasher = CONFIG.hasher()
+    return ShingleSets.of_texts(texts, hasher.shingling, hasher.seed)
+
+
+@cache
+def best_earlier_jaccard() -> npt.NDArray[np.float64]:
+    """Each document's highest exact Jaccard with an earlier one (0 for the first), by brute force."""
+    _, texts = stream()
+    sets = shingle_sets()
+    best = np.zeros(len(texts))
+    for i in range(1, len(texts)):
+        earlier = np.arange(i)
+        best[i] = exact_jaccard(sets.take(np.full(i, i)), sets.take(earlier)).max()
+    return best
+
+
+class CountingTexts:
+    """A spool that counts the texts asked for, and can forget some numbers."""
+
+    def __init__(self, spool: TextSpool, forgotten: frozenset[int] = frozenset()) -> None:
+        self.spool = spool
+        self.forgotten = forgotten
+        self.asked = 0
+
+    def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
+        self.asked += sources.size
+        texts = self.spool.texts_of(sources)
+        return [None if n in self.forgotten else t for n, t in zip(sources.tolist(), texts, strict=True)]
+
+
+def run(batch: int, forgotten: frozenset[int] | None = frozenset()) -> tuple[list[Verdict], Detector, int]:
+    """Verdicts of the stream in batches of ``batch``; texts from a spool, none at all if ``forgotten`` is None."""
+    ids, texts = stream()
+    detector = Detector(CONFIG)
+    verdicts: list[Verdict] = []
+    with TextSpool() as spool:
+        counting = CountingTexts(spool, forgotten or frozenset())
+        for start in range(0, len(ids), batch):
+            numbers = list(range(start + 1, min(start + batch, len(ids)) + 1))
+            spool.add(numbers, texts[start : start + batch])
+            verdicts += detector.process(
+                ids[start : start + batch],
+                texts[start : start + batch],
+                normalized=True,
+                sources=numbers,
+                document_texts=None if forgotten is None else counting,
+            )
+    return verdicts, detector, counting.asked
+
+
+def flagged(verdicts: list[Verdict]) -> npt.NDArray[np.bool_]:
+    return np.array([v.verdict == "duplicate" for v in verdicts])
+
+
+def test_the_stream_has_many_pairs_near_the_threshold() -> None:
+    best = best_earlier_jaccard()
+    assert np.count_nonzero(np.abs(best - 0.8) < 0.05) >= 40
+
+
+def test_with_texts_every_verdict_is_the_brute_force_one_whatever_the_batches() -> None:
+    truth = best_earlier_jaccard() >= CONFIG.threshold
+    for batch in (1, 97, 1200):
+        verdicts, detector, asked = run(batch)
+        assert np.array_equal(flagged(verdicts), truth), f"batch {batch}"
+        assert detector.stats.settled_by_text > 0 and detector.stats.unsettled == 0
+        # Only the pairs near the threshold ask for texts: far fewer than the candidates.
+        assert 0 < asked < detector.stats.candidates
+
+
+def test_a_match_near_the_threshold_reports_its_exact_similarity() -> None:
+    verdicts, _, _ = run(200)
+    # A match further out reports its estimate: within 4 standard errors it was settled by the texts.
+    near = [(i, v) for i, v in enumerate(verdicts) if v.similarity is not None and abs(v.similarity - 0.8) < 0.07]
+    assert len(near) >= 10
+    for i, verdict in near:
+        assert verdict.match_source is not None
+        pair = shingle_sets().take(np.array([i, verdict.match_source - 1]))
+        exact = exact_jaccard(pair.take(np.array([0])), pair.take(np.array([1])))[0]
+        assert verdict.similarity == round(exact, 4)
+
+
+def test_without_texts_the_sketch_alone_errs_near_the_threshold() -> None:
+    truth = best_earlier_jaccard() >= CONFIG.threshold
+    verdicts, detector, _ = run(200, forgotten=None)
+    assert not np.array_equal(flagged(verdicts), truth)
+    assert detector.stats.settled_by_text == 0
+
+
+def test_a_text_that_cannot_be_had_leaves_its_pairs_to_the_estimate() -> None:
+    ids, _ = stream()
+    everything = frozenset(range(1, len(ids) + 1))
+    sketch_only, _, _ = run(200, forgotten=None)
+    verdicts, detector, asked = run(200, forgotten=everything)
+    assert [v.to_dict() for v in verdicts] == [v.to_dict() for v in sketch_only]
+    assert detector.stats.settled_by_text == 0 and detector.stats.unsettled > 0 and asked > 0
+
+
+def test_pairs_are_ambiguous_within_four_standard_errors_of_the_threshold() -> None:
+    error = np.sqrt((1 - 0.8**2) / 1024)
+    estimates = 0.8 + error * np.array([-4.01, -3.99, 0.0, 3.99, 4.01])
+    assert ambiguous_pairs(estimates, 0.8, 1024).tolist() == [1, 2, 3]

@@ -1,0 +1,62 @@
+"""On the broker: pairs too near the threshold for the sketch are settled by the input records' texts.
+
+Real prose with copies edited at graded strengths, spread over three
+partitions and judged in small batches, so that most matches were read in
+an earlier batch and their records are read again from the input topic.
+The published verdicts are exact brute force's, as the offline command's are.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from benchmarks.corpus import planted_stream
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import make_detector
+from stream_dedup.text import normalize_all
+from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
+from stream_dedup.worker.events import BatchReport, WorkerEvents
+from tests.real_text import stdlib_paragraphs
+
+from .stage import Stage, document_messages, produce, read_committed, worker_thread
+
+pytestmark = pytest.mark.kafka
+
+
+class Settled(WorkerEvents):
+    """Counts the pairs the worker settled by text, and those it could not."""
+
+    def __init__(self) -> None:
+        self.settled = self.unsettled = 0
+
+    def batch_committed(self, report: BatchReport) -> None:
+        self.settled += report.settled_by_text
+        self.unsettled += report.unsettled
+
+
+def brute_force_duplicates(texts: list[str]) -> list[bool]:
+    """Whether each document has an earlier one at exact Jaccard >= 0.8 (the stage's shingle hashes)."""
+    hasher = DetectionConfig().hasher()
+    sets = ShingleSets.of_texts(normalize_all(texts), hasher.shingling, hasher.seed)
+    return [False] + [
+        bool(exact_jaccard(sets.take(np.full(i, i)), sets.take(np.arange(i))).max() >= 0.8)
+        for i in range(1, len(texts))
+    ]
+
+
+def test_verdicts_near_the_threshold_are_brute_forces(stage: Stage) -> None:
+    texts = [d.text for d in planted_stream(500, dup_fraction=0.4, seed=9, paragraphs=stdlib_paragraphs())]
+    truth = brute_force_duplicates(texts)
+    sketch_only = make_detector(DetectionConfig()).process([f"doc-{i}" for i in range(len(texts))], texts)
+    assert [v.verdict == "duplicate" for v in sketch_only] != truth  # the stream is hard for the sketch alone
+    produce(stage.bootstrap, stage.input_topic, document_messages([(t, 0) for t in texts], partitions=3))
+    events = Settled()
+    settings = stage.settings(batch_size=25)
+    with worker_thread(settings, events=events):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(texts))
+    verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
+    assert [verdicts[f"doc-{i}"]["verdict"] == "duplicate" for i in range(len(texts))] == truth
+    assert events.settled > 0 and events.unsettled == 0
