@@ -22,6 +22,8 @@ from stream_dedup.cli import dedup_command
 from stream_dedup.cli.dedup_command import verdict_line, verdict_record
 from stream_dedup.cli.main import main
 from stream_dedup.engine import Verdict
+from tests.engine.test_text_verification import best_earlier_jaccard
+from tests.engine.test_text_verification import stream as text_stream
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERDICT_FIELDS = [
@@ -585,3 +587,15 @@ def test_a_bad_containment_setting_exits_2_naming_it(tmp_path: Path) -> None:
     result = run_cli("in.jsonl", "--containment-threshold", "0.8", "--method", "simhash", cwd=tmp_path)
     assert result.returncode == 2
     assert "containment_threshold" in result.stderr.decode()
+
+
+def test_pairs_near_the_threshold_get_brute_forces_verdicts_from_a_pipe(tmp_path: Path) -> None:
+    # Real prose with graded edits (tests.engine.test_text_verification): the sketch alone errs on it. A
+    # malformed line in the middle shifts every later line number, which is what the spool keys texts by.
+    ids, texts = text_stream()
+    records = [jsonl({"id": i, "text": t}) for i, t in zip(ids, texts, strict=True)]
+    stdin = b"".join(records[:600]) + b"{not json\n" + b"".join(records[600:])
+    result = run_cli("-", "-o", "out.jsonl", cwd=tmp_path, stdin=stdin)
+    assert result.returncode == 0, result.stderr
+    flagged = [v["verdict"] == "duplicate" for v in verdict_records((tmp_path / "out.jsonl").read_bytes())]
+    assert flagged == (best_earlier_jaccard() >= 0.8).tolist()
