@@ -14,17 +14,30 @@ estimate.
 
 The lookup's consumer is made on the first fetch: a stage whose pairs are
 never near the threshold, or whose method needs no text, never opens it.
+Fetching never fails a batch (the batch would fail again after every
+restart): a consumer that cannot be made, a fetch that fails, and the
+records still unread when a batch's fetches have taken
+:data:`FETCH_SECONDS_PER_BATCH` give no text, and their pairs go to the
+estimate, counted as unsettled.
 """
 
+import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputDocument, InputReading, match_coordinates, read_record
 from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
+
+log = logging.getLogger(__name__)
+
+#: Longest time one call spends fetching: well within a batch's transaction timeout.
+FETCH_SECONDS_PER_BATCH = 10.0
 
 
 class RecordTexts:
@@ -47,8 +60,14 @@ class RecordTexts:
     def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
         """The normalised text of each source's record; ``None`` for a record gone or not a document."""
         lookup = self._open()
+        if lookup is None:
+            return [None] * sources.size
         texts: list[str | None] = []
+        deadline = time.monotonic() + FETCH_SECONDS_PER_BATCH
         for source in sources.tolist():
+            if time.monotonic() > deadline:
+                texts.append(None)
+                continue
             partition, offset = match_coordinates(source)
             record = lookup.fetch(self._topic, partition, offset)
             item = None if isinstance(record, RecordGone) else read_record(record, self._reading)
@@ -60,9 +79,14 @@ class RecordTexts:
             self._lookup.close()
             self._lookup = None
 
-    def _open(self) -> RecordLookup:
+    def _open(self) -> RecordLookup | None:
+        """The lookup, made now if need be; ``None`` if it cannot be (tried again next call)."""
         if self._lookup is None:
-            self._lookup = RecordLookup(self._connection)
+            try:
+                self._lookup = RecordLookup(self._connection)
+            except KafkaError as error:
+                log.warning("cannot read input records again (%r): pairs near the threshold go to the estimate", error)
+                return None
             self._lookup.keep(self._consumed)
             self._consumed = []
         return self._lookup

@@ -16,6 +16,8 @@ import pytest
 from benchmarks.corpus import planted_stream
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
+from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.text import normalize_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 from stream_dedup.worker.events import BatchReport, WorkerEvents
@@ -60,3 +62,22 @@ def test_verdicts_near_the_threshold_are_brute_forces(stage: Stage) -> None:
     verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
     assert [verdicts[f"doc-{i}"]["verdict"] == "duplicate" for i in range(len(texts))] == truth
     assert events.settled > 0 and events.unsettled == 0
+
+
+def test_record_texts_gives_normalised_texts_and_none_for_what_it_cannot_read(stage: Stage) -> None:
+    produce(
+        stage.bootstrap,
+        stage.input_topic,
+        [(b"a", b'{"id": "a", "text": "Some  TEXT here"}', 0, 1), (b"b", b"{not json", 0, 2)],
+    )
+    settings = stage.settings()
+    texts = RecordTexts(settings.connection(), stage.input_topic, settings.input_reading())
+    try:
+        pointers = np.array(
+            [0, 1, 99, (7 << 48) | 0], dtype=np.uint64
+        )  # a document, not one, past the end, no partition
+        assert texts.texts_of(pointers) == ["some text here", None, None, None]
+    finally:
+        texts.close()
+    unreachable = RecordTexts(KafkaConnection("127.0.0.1:1"), stage.input_topic, settings.input_reading())
+    assert unreachable.texts_of(pointers[:1]) == [None]  # never raises: the pair goes to the estimate
