@@ -237,23 +237,25 @@ class Detector(DuplicateDetector):
         document_texts: DocumentTexts | None,
     ) -> MeasuredPairs:
         """Every candidate pair once, with its Jaccard estimate and the similarity verification judges."""
-        pairs = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
-        self.stats.candidates += int(pairs.size)
-        self.last_batch_candidates = np.bincount(pairs >> _SEQ_BITS, minlength=len(batch.ids))
-        rows = (pairs >> _SEQ_BITS).astype(np.intp)
-        seqs = pairs & ((1 << _SEQ_BITS) - 1)
-        estimates, similarity = np.empty(pairs.size), np.empty(pairs.size)
-        for start in range(0, pairs.size, PAIRS_PER_ROUND):
+        packed = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
+        self.stats.candidates += int(packed.size)
+        self.last_batch_candidates = np.bincount(packed >> _SEQ_BITS, minlength=len(batch.ids))
+        rows = (packed >> _SEQ_BITS).astype(np.intp)
+        seqs = packed & ((1 << _SEQ_BITS) - 1)
+        pairs = MeasuredPairs(rows, seqs, np.empty(packed.size), np.empty(packed.size))
+        for start in range(0, packed.size, PAIRS_PER_ROUND):
             part = slice(start, start + PAIRS_PER_ROUND)
-            estimates[part], similarity[part] = self._similarity(batch.signed, rows[part], seqs[part], first_seq)
+            pairs.estimates[part], pairs.similarity[part] = self._similarity(
+                batch.signed, rows[part], seqs[part], first_seq
+            )
         if document_texts is not None and batch.signed.shingles is None:
-            self._settle_with_texts(batch, MeasuredPairs(rows, seqs, estimates, similarity), first_seq, document_texts)
-        return MeasuredPairs(rows, seqs, estimates, similarity)
+            self._settle_with_texts(batch, pairs, first_seq, document_texts)
+        return pairs
 
     def _settle_with_texts(
         self, batch: IndexedBatch, pairs: MeasuredPairs, first_seq: int, document_texts: DocumentTexts
     ) -> None:
-        """Replace the similarity of pairs too near the threshold with their texts' exact Jaccard, where known."""
+        """Set the similarity of pairs too near the threshold to their texts' exact Jaccard, where known."""
         near = ambiguous_pairs(pairs.estimates, self.config.threshold, self.config.sketch_bits)
         if not near.size:
             return
