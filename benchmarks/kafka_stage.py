@@ -100,6 +100,7 @@ from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.text_verification import DocumentTexts
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection, group_consumer, transactional_producer
@@ -446,7 +447,7 @@ class _NoDetection(Detector):
     def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
         return _zero_signed(self.config, len(texts))
 
-    def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
+    def process_signed(self, batch: IndexedBatch, document_texts: DocumentTexts | None = None) -> list[Verdict]:
         self.last_batch_candidates = np.zeros(len(batch.ids), dtype=np.int64)
         return [Verdict(doc_id, "unique") for doc_id in batch.ids]
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.text_verification import DocumentTexts
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.generation import IndexedBatch
 from tests.corpus import make_corpus
@@ -40,10 +41,10 @@ def test_a_backlog_is_judged_in_timestamp_order_across_partitions(stage: Stage) 
 class _TripsOnOneDocument(Detector):
     """A detector with a bug that one document triggers, every time."""
 
-    def process_signed(self, batch: IndexedBatch) -> list[Verdict]:
+    def process_signed(self, batch: IndexedBatch, document_texts: DocumentTexts | None = None) -> list[Verdict]:
         if "poison" in batch.ids:
             raise RuntimeError("the detector trips on this document")
-        return super().process_signed(batch)
+        return super().process_signed(batch, document_texts)
 
 
 def test_a_record_that_keeps_failing_its_batch_is_isolated_and_dead_lettered(

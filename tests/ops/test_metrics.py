@@ -34,6 +34,7 @@ CONTRACT = [
     ("candidates", "stream_dedup_candidates_total", "counter", ()),
     ("verified_candidates", "stream_dedup_verified_candidates_total", "counter", ()),
     ("hot_bucket_skips", "stream_dedup_hot_bucket_skips_total", "counter", ()),
+    ("text_verifications", "stream_dedup_text_verifications_total", "counter", ("outcome",)),
     ("snapshot_duration", "stream_dedup_snapshot_duration_seconds", "histogram", ()),
     ("snapshot_pause", "stream_dedup_snapshot_pause_seconds", "histogram", ()),
     ("snapshot_size", "stream_dedup_snapshot_size_bytes", "gauge", ()),
