@@ -18,7 +18,6 @@ Example::
 import os
 import tempfile
 from collections.abc import Sequence
-from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -47,7 +46,7 @@ class TextSpool:
         """Keep ``texts`` under ``numbers``, which must be increasing and above every number added before."""
         if not numbers:
             return
-        if numbers[0] <= self._last or any(b <= a for a, b in pairwise(numbers)):
+        if numbers[0] <= self._last or (np.diff(numbers) <= 0).any():
             raise ValueError("numbers must increase, and past every number added before")
         encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
         top = numbers[-1]

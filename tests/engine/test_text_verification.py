@@ -16,9 +16,10 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
 from stream_dedup.engine.text_verification import ambiguous_pairs
 from stream_dedup.engine.verdict import Verdict
-from stream_dedup.text import normalize_all
+from stream_dedup.text import Shingling, normalize_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 from stream_dedup.text.spool import TextSpool
+from tests.engine.test_short_texts import brute_force_duplicates, title_stream
 from tests.real_text import stdlib_paragraphs
 
 CONFIG = DetectionConfig(threshold=0.8)
@@ -135,3 +136,17 @@ def test_pairs_are_ambiguous_within_four_standard_errors_of_the_threshold() -> N
     error = np.sqrt((1 - 0.8**2) / 1024)
     estimates = 0.8 + error * np.array([-4.01, -3.99, 0.0, 3.99, 4.01])
     assert ambiguous_pairs(estimates, 0.8, 1024).tolist() == [1, 2, 3]
+
+
+def test_titles_and_one_word_texts_settled_by_text_are_brute_forces() -> None:
+    # Half the texts are at most 10 characters (a single shingle or none of full length): the hostile end.
+    texts = normalize_all(title_stream(2000, seed=17))
+    numbers = list(range(1, len(texts) + 1))
+    detector = Detector(DetectionConfig(threshold=0.8, shingle_size=10))
+    with TextSpool() as spool:
+        spool.add(numbers, texts)
+        verdicts = detector.process(
+            [f"t{n}" for n in numbers], texts, normalized=True, sources=numbers, document_texts=spool
+        )
+    assert flagged(verdicts).tolist() == brute_force_duplicates(texts, Shingling(unit="char", size=10), 0.8)
+    assert detector.stats.settled_by_text > 0
