@@ -40,8 +40,8 @@ def add_setting_flags(parser: argparse.ArgumentParser, title: str, settings: Ite
 
 
 def _shown_default(setting: Field[Any]) -> str:
-    """`` (default X)``, or nothing for a default computed at start-up (its help says how)."""
-    computed = setting.default is MISSING or setting.default == ""
+    """`` (default X)``, or nothing for a default computed at start-up or left unset (its help says what then)."""
+    computed = setting.default is MISSING or setting.default in ("", None)
     return "" if computed else f" (default {setting.default})"
 
 

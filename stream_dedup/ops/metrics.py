@@ -170,6 +170,16 @@ class WorkerMetrics:
             "Time the loop held back, waiting for a lagging input partition (event-time order).",
             registry=r,
         )
+        self.buffered_records = Gauge(
+            "stream_dedup_buffered_records",
+            "Input records fetched and not yet judged, waiting in the event-time merge (all partitions).",
+            registry=r,
+        )
+        self.refetched_records = Counter(
+            "stream_dedup_refetched_records_total",
+            "Input records let go at a full partition buffer (max_partition_buffered_records), to be fetched again.",
+            registry=r,
+        )
         self.isolated_records = Counter(
             "stream_dedup_isolated_records_total",
             "Records that kept failing their batch, isolated and sent to the dead-letter topic.",

@@ -70,6 +70,7 @@ class MetricsEvents(WorkerEvents):
     def partitions_assigned(self, count: int) -> None:
         self.metrics.rebalances.inc()
         self.metrics.assigned_partitions.set(count)
+        self.metrics.buffered_records.set(0)  # every assignment starts the event-time merge empty
         if count == 0:
             self.metrics.consumer_lag.clear()  # a standby has no lag of its own
 
@@ -79,6 +80,10 @@ class MetricsEvents(WorkerEvents):
 
     def partition_waited(self, seconds: float) -> None:
         self.metrics.partition_wait.inc(seconds)
+
+    def records_buffered(self, buffered: int, refetched: int) -> None:
+        self.metrics.buffered_records.set(buffered)
+        self.metrics.refetched_records.inc(refetched)
 
     def record_isolated(self, topic: str, partition: int, offset: int) -> None:
         self.metrics.isolated_records.inc()

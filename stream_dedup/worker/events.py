@@ -118,6 +118,13 @@ class WorkerEvents:
     def partition_waited(self, seconds: float) -> None:
         """The loop held back ``seconds`` more, waiting for a lagging partition (event-time order)."""
 
+    def records_buffered(self, buffered: int, refetched: int) -> None:
+        """After a poll: ``buffered`` records are fetched and not yet judged (every partition's).
+
+        ``refetched`` records of that poll found their partition's buffer full
+        (``max_partition_buffered_records``) and were let go, to be fetched again.
+        """
+
     def record_isolated(self, topic: str, partition: int, offset: int) -> None:
         """A record that kept failing its batch was isolated and sent to the dead-letter topic."""
 

@@ -6,6 +6,18 @@ offsets it needs from the consumer) and cuts a batch short before a record
 suspected of failing its batches (:mod:`stream_dedup.worker.isolation`).
 Records fetched but not taken stay here; the merge is emptied on every
 takeover, since the consumer is then sought back to committed positions.
+
+Each partition holds at most ``max_partition_buffered_records`` of them, so
+that memory stays bounded whatever the skew in event time between partitions.
+Records of a partition polled past that are let go, and the consumer is sought
+back to the first of them: they stay in Kafka and are fetched again once the
+merge has taken that partition's older records. kafka-python's pause() is not
+used for this: 3.0.12 can stall a paused partition for good after its resume
+(it parks the records fetched for it and gives them back only while no other
+record set is in line). A seek needs none of that: kafka-python discards
+whatever it holds or has in flight for the partition from before the seek,
+since its fetch offset no longer matches the position (``Fetcher._append``,
+``_parse_fetched_data``).
 """
 
 import time
@@ -27,33 +39,44 @@ class BatchIntake:
         consumer: KafkaConsumer,
         topic: str,
         batch_size: int,
-        max_idle_seconds: float,
+        merge: EventTimeMerge,
         failures: BatchFailures,
         events: WorkerEvents,
     ) -> None:
+        """``merge`` holds the event-time order's settings: the idle time and the records per partition."""
         self.consumer = consumer
         self.topic = topic
         self.batch_size = batch_size
+        self.merge = merge
         self.failures = failures
         self.events = events
-        self.merge = EventTimeMerge(max_idle_seconds)
 
     def restart(self, partitions: Iterable[TopicPartition]) -> None:
         """Start over at the consumer's positions of ``partitions``: records fetched before are dropped."""
         self.merge.assign({tp.partition: self.consumer.position(tp) for tp in partitions})
 
     def add(self, polled: dict[Any, list[Any]]) -> None:
-        """Records of one poll."""
-        self.merge.add(r for tp in sorted(polled) for r in polled[tp])
+        """Records of one poll; those past a full partition buffer are fetched again later."""
+        merge = self.merge
+        before = sum(merge.buffered().values())
+        refused = merge.add(r for tp in sorted(polled) for r in polled[tp])
+        for partition, offset in refused.items():
+            # Before the consumer's position is read again (next_batch): it lies
+            # past the records let go, and the merge would count them as fetched.
+            self.consumer.seek(TopicPartition(self.topic, partition), offset)
+        after = sum(merge.buffered().values())
+        polled_count = sum(len(records) for records in polled.values())
+        self.events.records_buffered(after, polled_count - (after - before))
 
     def next_batch(self) -> list[Any]:
         """The next records to judge: a prefix of the merged order, at most ``batch_size``.
 
         Fetch positions can pass the records returned (transaction markers);
-        a partition with nothing buffered that looks caught up gets its end
+        a partition that looks caught up (or was never asked) gets its end
         offset asked for again (the last stable offset: read_committed), so
         that a partition whose records are on the way is waited for, not
-        overtaken. Suspects of a failing batch are judged alone.
+        overtaken, even when its buffer runs dry within the batch. Suspects
+        of a failing batch are judged alone.
         """
         merge = self.merge
         parts = {p: TopicPartition(self.topic, p) for p in merge.partitions}

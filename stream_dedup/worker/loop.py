@@ -59,6 +59,9 @@ other detection settings                                                       (
 a lagging input partition with nothing     ``EventTimeMerge.take`` waits (no   ``partition_wait_seconds_total``
 fetched (event-time order)                 batch) up to                        grows; then the other partitions go
                                            ``max_partition_idle_ms``           on past it
+an input partition far ahead in event      ``BatchIntake.add``: records past   ``refetched_records_total`` grows,
+time (its records wait for an older        ``max_partition_buffered_records``  ``buffered_records`` stays bounded
+backlog elsewhere)                         let go, fetched again later
 changelog behind the committed offsets     ``_Session.take_over`` waits, then  WARNING "the changelog lags the
 at a takeover                              resumes from the offsets            committed offsets"
 corrupt, foreign or unusable snapshot      ``SnapshotStore.load_newest``:      ERROR "snapshot ... is unusable" or
@@ -104,6 +107,7 @@ from stream_dedup.worker.batch import publish_batch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.intake import BatchIntake
 from stream_dedup.worker.isolation import BatchFailures
+from stream_dedup.worker.ordering import EventTimeMerge
 from stream_dedup.worker.pipeline import LocalSigners, SigningFailedError, SigningPipeline, SigningStoppedError
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.restore import report_index, restore
@@ -314,9 +318,8 @@ class _Session:
         self.positions: dict[int, int] = {}
         self.failures = worker.failures
         #: Fetched records not yet judged, taken in event-time order (see ordering).
-        self.intake = BatchIntake(
-            consumer, s.input_topic, s.batch_size, s.max_partition_idle_ms / 1000.0, self.failures, self.events
-        )
+        merge = EventTimeMerge(s.max_partition_idle_ms / 1000.0, s.partition_buffer_limit)
+        self.intake = BatchIntake(consumer, s.input_topic, s.batch_size, merge, self.failures, self.events)
         #: The batch taken last, being read and signed while the one before it is judged and committed.
         signers = worker.signer_pool or LocalSigners(detector, s.input_reading())
         self.pipeline = SigningPipeline(signers, self.failures.offenders)

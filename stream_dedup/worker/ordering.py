@@ -21,22 +21,40 @@ whatever the timing of the fetches, provided each lagging partition delivers
 within the idle time. Records arriving at the live edge are judged as they
 arrive: a record produced later with an older timestamp is not waited for.
 
+Each partition's buffer holds at most ``buffer_limit`` records. Without a
+bound, a partition far ahead in event time (a live partition beside one
+replaying a week of backlog) would be fetched into memory without end while
+it waits for the older ones. A record that finds its partition's buffer full
+is refused, with every later one of that partition: :meth:`EventTimeMerge.add`
+says where each such partition must be fetched again from. The partition
+then counts as fetched up to there only, and as lagging (the records refused
+exist) until they come again. A full partition has records buffered, so it
+never starves the merge: the bound cannot deadlock it, and the order taken is
+the one an unbounded merge would take.
+
 The merge is pure: the caller feeds it records, fetch positions and end
-offsets, and the clock. Records taken are a prefix of the merged order;
-records still buffered were never judged, and after a crash they are simply
-fetched again from the committed offsets.
+offsets, and the clock, and seeks the consumer back where records were
+refused. Records taken are a prefix of the merged order; records still
+buffered were never judged, and after a crash they are simply fetched again
+from the committed offsets.
 
 Example:
     >>> from types import SimpleNamespace as Record
-    >>> merge = EventTimeMerge(max_idle_seconds=2.0)
+    >>> merge = EventTimeMerge(max_idle_seconds=2.0, buffer_limit=1)
     >>> merge.assign({0: 0, 1: 0})
-    >>> merge.note_ends({0: 1, 1: 1})
-    >>> merge.add([Record(timestamp=5, partition=0, offset=0)])
+    >>> merge.note_ends({0: 2, 1: 1})
+    >>> merge.add([Record(timestamp=5, partition=0, offset=0), Record(timestamp=6, partition=0, offset=1)])
+    {0: 1}
     >>> merge.take(100, now=0.0)  # partition 1 lags with nothing buffered: wait
     []
     >>> merge.add([Record(timestamp=3, partition=1, offset=0)])
+    {}
     >>> [(r.partition, r.offset) for r in merge.take(100, now=0.1)]
     [(1, 0), (0, 0)]
+    >>> merge.add([Record(timestamp=6, partition=0, offset=1)])  # fetched again from offset 1
+    {}
+    >>> [(r.partition, r.offset) for r in merge.take(100, now=0.2)]
+    [(0, 1)]
 """
 
 import heapq
@@ -56,12 +74,17 @@ class EventTimeMerge:
     Args:
         max_idle_seconds: how long a lagging partition with nothing buffered
             may hold the others back (``max_partition_idle_ms``); 0 never waits.
+        buffer_limit: records a partition may hold fetched and not yet taken
+            (``max_partition_buffered_records``); at least 1.
     """
 
-    def __init__(self, max_idle_seconds: float) -> None:
+    def __init__(self, max_idle_seconds: float, buffer_limit: int) -> None:
         if max_idle_seconds < 0:
             raise ValueError(f"max_idle_seconds must not be negative, got {max_idle_seconds}")
+        if buffer_limit < 1:
+            raise ValueError(f"buffer_limit must be at least 1, got {buffer_limit}")
         self.max_idle_seconds = max_idle_seconds
+        self.buffer_limit = buffer_limit
         self._buffers: dict[int, deque[Any]] = {}
         #: Partition -> next offset the consumer will fetch (past everything buffered).
         self._positions: dict[int, int] = {}
@@ -85,18 +108,33 @@ class EventTimeMerge:
     def partitions(self) -> list[int]:
         return sorted(self._buffers)
 
-    def buffered(self, partition: int) -> int:
-        """Records of ``partition`` fetched and not yet taken."""
-        return len(self._buffers[partition])
+    def buffered(self) -> dict[int, int]:
+        """Records fetched and not yet taken, by partition: each at most :attr:`buffer_limit`."""
+        return {partition: len(buffer) for partition, buffer in self._buffers.items()}
 
-    def add(self, records: Iterable[Any]) -> None:
-        """Append fetched records (each partition's in offset order) to their partitions' buffers."""
+    def add(self, records: Iterable[Any]) -> dict[int, int]:
+        """Append fetched records (each partition's in offset order) to their partitions' buffers.
+
+        Returns the partitions whose buffers filled up, each with the offset
+        of its first record refused: the consumer must be sought back there,
+        or the records refused are lost (the next :meth:`note_positions`
+        would count them as fetched).
+        """
+        refused: dict[int, int] = {}
         for record in records:
-            buffer = self._buffers[record.partition]
+            partition = record.partition
+            buffer = self._buffers[partition]
             if buffer and record.offset <= buffer[-1].offset:
-                raise ValueError(f"partition {record.partition}: offset {record.offset} fetched out of order")
+                raise ValueError(f"partition {partition}: offset {record.offset} fetched out of order")
+            if partition in refused or len(buffer) >= self.buffer_limit:
+                refused.setdefault(partition, record.offset)
+                self._positions[partition] = refused[partition]
+                # The records refused exist: the partition lags until they are fetched again.
+                self._ends[partition] = max(self._ends.get(partition, 0), record.offset + 1)
+                continue
             buffer.append(record)
-            self._positions[record.partition] = max(self._positions[record.partition], record.offset + 1)
+            self._positions[partition] = max(self._positions[partition], record.offset + 1)
+        return refused
 
     def note_positions(self, positions: dict[int, int]) -> None:
         """The consumer's fetch positions: they can pass what was buffered (transaction markers, aborted records)."""
@@ -111,8 +149,12 @@ class EventTimeMerge:
                 self._ends[partition] = end
 
     def unknown_or_caught_up(self) -> list[int]:
-        """Empty partitions whose lag is unknown or zero: those whose end offset is worth asking for again."""
-        return [p for p, buffer in self._buffers.items() if not buffer and not self._lagging(p)]
+        """Partitions whose lag is unknown or zero: those whose end offset is worth asking for again.
+
+        Buffered ones too: a partition's buffer can run dry in the middle of a
+        :meth:`take`, which then needs to know whether more of it is on the way.
+        """
+        return [p for p in self._buffers if not self._lagging(p)]
 
     def starving(self) -> list[int]:
         """Partitions with known lag and nothing buffered."""

@@ -120,6 +120,11 @@ class WorkerSettings(ConnectionSettings):
     max_partition_idle_ms: int = _setting(
         2000, "longest wait for a lagging input partition before judging the others past it (event-time order)"
     )
+    max_partition_buffered_records: int | None = _setting(
+        None,
+        "records of one input partition fetched and not yet judged, at most; more are fetched again later "
+        "(default: 2 x batch_size, at least 1000)",
+    )
     signing_processes: int = _computed_setting(
         default_signing_processes,
         "processes that read and sign the next batch while this one is judged and committed "
@@ -212,6 +217,12 @@ class WorkerSettings(ConnectionSettings):
             raise ConfigError(
                 "max_partition_idle_ms", f"must be between 0 and 600000 (10 minutes), got {self.max_partition_idle_ms}"
             )
+        buffered = self.max_partition_buffered_records
+        if buffered is not None and not 1 <= buffered <= 10_000_000:
+            raise ConfigError(
+                "max_partition_buffered_records",
+                f"must be between 1 and 10000000 records (unset: 2 x batch_size, at least 1000), got {buffered}",
+            )
         if not 0 <= self.signing_processes <= _MAX_SIGNING_PROCESSES:
             raise ConfigError(
                 "signing_processes",
@@ -264,6 +275,17 @@ class WorkerSettings(ConnectionSettings):
                 raise ConfigError(name, f"must differ from sequenced_topic and answers_topic ({topic!r})")
         if self.sequenced_topic == self.answers_topic:
             raise ConfigError("answers_topic", "must differ from sequenced_topic")
+
+    @property
+    def partition_buffer_limit(self) -> int:
+        """Records an input partition may hold fetched and not yet judged (event-time order).
+
+        Two batches' worth by default (at least 1,000): enough that one
+        partition alone can fill a batch with the next one already fetched.
+        """
+        if self.max_partition_buffered_records is not None:
+            return self.max_partition_buffered_records
+        return max(1000, 2 * self.batch_size)
 
     @property
     def role_group_id(self) -> str:

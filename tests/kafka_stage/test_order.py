@@ -12,9 +12,10 @@ from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.text_verification import DocumentTexts
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.generation import IndexedBatch
-from tests.corpus import make_corpus
+from stream_dedup.worker.events import BatchReport, WorkerEvents
+from tests.corpus import make_clustered_corpus, make_corpus
 
-from .stage import Stage, produce, read_committed, worker_thread
+from .stage import Stage, check_exactly_once, expected_verdicts, produce, read_committed, worker_thread
 
 pytestmark = pytest.mark.kafka
 
@@ -36,6 +37,48 @@ def test_a_backlog_is_judged_in_timestamp_order_across_partitions(stage: Stage) 
     verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
     assert verdicts["early"]["verdict"] == "unique"
     assert verdicts["late-0"]["verdict"] == "duplicate" and verdicts["late-0"]["duplicate_of"] == "early"
+
+
+class _JudgedOrder(WorkerEvents):
+    """The timestamps of the documents judged, in the order judged, and what the merge held after each poll."""
+
+    def __init__(self) -> None:
+        self.timestamps: list[int] = []
+        self.buffered: list[int] = []
+        self.refetched = 0
+
+    def batch_committed(self, report: BatchReport) -> None:
+        self.timestamps += report.timestamps_ms.tolist()
+
+    def records_buffered(self, buffered: int, refetched: int) -> None:
+        self.buffered.append(buffered)
+        self.refetched += refetched
+
+
+def test_a_partition_far_ahead_in_event_time_is_held_to_its_buffer_and_judged_in_order(stage: Stage) -> None:
+    """A third of a backlog, the newest, is all in partition 0: it waits for the others, not in memory."""
+    corpus = make_clustered_corpus(3000, seed=44)
+    first = int(time.time() * 1000)
+    ahead = len(corpus) * 2 // 3
+    # Older documents alternate over partitions 1 and 2; the newest third is partition 0's.
+    messages = [
+        (
+            f"doc-{i}".encode(),
+            json.dumps({"id": f"doc-{i}", "text": text}).encode(),
+            0 if i >= ahead else 1 + i % 2,
+            first + i,
+        )
+        for i, (text, _) in enumerate(corpus)
+    ]
+    produce(stage.bootstrap, stage.input_topic, messages)
+    limit = 60
+    events = _JudgedOrder()
+    with worker_thread(stage.settings(batch_size=50, max_partition_buffered_records=limit), events=events):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+    assert events.timestamps == [first + i for i in range(len(corpus))]  # each judged once, in event-time order
+    assert events.refetched > 0  # partition 0 filled its buffer: the bound was reached...
+    assert max(events.buffered) <= 3 * limit  # ...and held (unbounded, partition 0 alone buffers ~1000)
 
 
 class _TripsOnOneDocument(Detector):

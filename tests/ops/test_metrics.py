@@ -45,6 +45,8 @@ CONTRACT = [
     ("replayed_documents", "stream_dedup_replayed_documents_total", "counter", ()),
     ("replay_remaining", "stream_dedup_replay_remaining_records", "gauge", ()),
     ("partition_wait", "stream_dedup_partition_wait_seconds_total", "counter", ()),
+    ("buffered_records", "stream_dedup_buffered_records", "gauge", ()),
+    ("refetched_records", "stream_dedup_refetched_records_total", "counter", ()),
     ("isolated_records", "stream_dedup_isolated_records_total", "counter", ()),
     ("signing_wait", "stream_dedup_signing_wait_seconds_total", "counter", ()),
     ("signer_restarts", "stream_dedup_signer_restarts_total", "counter", ()),
@@ -267,3 +269,15 @@ def test_signer_events_count_restarts_and_add_up_the_wait() -> None:
     events.signing_waited(0.5)
     assert sample(metrics, "stream_dedup_signer_restarts_total") == 1
     assert sample(metrics, "stream_dedup_signing_wait_seconds_total") == 0.75
+
+
+def test_buffered_records_are_what_the_last_poll_left_and_none_after_a_rebalance() -> None:
+    metrics = WorkerMetrics()
+    events = MetricsEvents(metrics, Health())
+    events.records_buffered(120, 0)
+    events.records_buffered(180, 40)
+    events.records_buffered(150, 25)
+    assert sample(metrics, "stream_dedup_buffered_records") == 150
+    assert sample(metrics, "stream_dedup_refetched_records_total") == 65
+    events.partitions_assigned(0)
+    assert sample(metrics, "stream_dedup_buffered_records") == 0

@@ -41,7 +41,7 @@ def backlogs_and_fetches(draw: Any, sorted_timestamps: bool) -> tuple[dict[int, 
 
 def merge_all(backlog: dict[int, list[Any]], fetches: list[tuple[int, int]], limit: int) -> list[Any]:
     """Feed the fetches one by one, taking up to ``limit`` after each (no clock passes: nobody gives up waiting)."""
-    merge = EventTimeMerge(max_idle_seconds=10.0)
+    merge = EventTimeMerge(max_idle_seconds=10.0, buffer_limit=1000)
     merge.assign({p: 100 for p in backlog})
     merge.note_ends({p: 100 + len(rs) for p, rs in backlog.items()})
     fetched = {p: 0 for p in backlog}
@@ -71,7 +71,7 @@ def test_out_of_order_timestamps_still_give_one_order_whatever_the_fetches(case:
 
 
 def test_a_lagging_partition_with_nothing_buffered_holds_the_others_back_until_the_idle_time() -> None:
-    merge = EventTimeMerge(max_idle_seconds=2.0)
+    merge = EventTimeMerge(max_idle_seconds=2.0, buffer_limit=1000)
     merge.assign({0: 0, 1: 0})
     merge.note_ends({0: 2, 1: 5})
     merge.add([rec(0, 0, 10), rec(0, 1, 11)])
@@ -83,7 +83,7 @@ def test_a_lagging_partition_with_nothing_buffered_holds_the_others_back_until_t
 
 
 def test_a_caught_up_partition_holds_nobody_back() -> None:
-    merge = EventTimeMerge(max_idle_seconds=60.0)
+    merge = EventTimeMerge(max_idle_seconds=60.0, buffer_limit=1000)
     merge.assign({0: 0, 1: 7})
     merge.note_ends({0: 2, 1: 7})
     merge.add([rec(0, 0, 10), rec(0, 1, 11)])
@@ -92,15 +92,29 @@ def test_a_caught_up_partition_holds_nobody_back() -> None:
 
 
 def test_a_partition_of_unknown_lag_holds_nobody_back_and_is_worth_asking_about() -> None:
-    merge = EventTimeMerge(max_idle_seconds=60.0)
+    merge = EventTimeMerge(max_idle_seconds=60.0, buffer_limit=1000)
     merge.assign({0: 0, 1: 0})
     merge.add([rec(0, 0, 10)])
-    assert merge.unknown_or_caught_up() == [1]
+    assert merge.unknown_or_caught_up() == [0, 1]
     assert coords(merge.take(10, now=0.0)) == [(0, 0)]
 
 
+def test_a_partition_with_records_buffered_is_asked_about_too_as_its_buffer_can_run_dry_within_a_batch() -> None:
+    """Partition 1's second record is still in Kafka: partition 0's later record must not overtake it."""
+    merge = EventTimeMerge(max_idle_seconds=60.0, buffer_limit=1000)
+    merge.assign({0: 0, 1: 0})
+    merge.add([rec(0, 0, 10), rec(1, 0, 1)])
+    merge.note_ends({0: 1})
+    assert merge.unknown_or_caught_up() == [0, 1]
+    merge.note_ends({1: 2})
+    assert merge.unknown_or_caught_up() == [0]
+    assert coords(merge.take(10, now=0.0)) == [(1, 0)]
+    merge.add([rec(1, 1, 2)])
+    assert coords(merge.take(10, now=0.0)) == [(1, 1), (0, 0)]
+
+
 def test_a_batch_stops_where_a_partition_runs_dry_with_records_still_to_fetch() -> None:
-    merge = EventTimeMerge(max_idle_seconds=5.0)
+    merge = EventTimeMerge(max_idle_seconds=5.0, buffer_limit=1000)
     merge.assign({0: 0, 1: 0})
     merge.note_ends({0: 3, 1: 3})
     merge.add([rec(0, 0, 1), rec(0, 1, 3), rec(0, 2, 5), rec(1, 0, 2)])
@@ -112,7 +126,7 @@ def test_a_batch_stops_where_a_partition_runs_dry_with_records_still_to_fetch() 
 
 
 def test_positions_past_transaction_markers_end_the_lag() -> None:
-    merge = EventTimeMerge(max_idle_seconds=60.0)
+    merge = EventTimeMerge(max_idle_seconds=60.0, buffer_limit=1000)
     merge.assign({0: 0, 1: 0})
     merge.note_ends({0: 1, 1: 4})
     merge.add([rec(0, 0, 1), rec(1, 0, 2), rec(1, 1, 3)])
@@ -125,7 +139,7 @@ def test_positions_past_transaction_markers_end_the_lag() -> None:
 
 
 def test_records_put_back_are_taken_again_first() -> None:
-    merge = EventTimeMerge(max_idle_seconds=0.0)
+    merge = EventTimeMerge(max_idle_seconds=0.0, buffer_limit=1000)
     merge.assign({0: 0, 1: 0})
     merge.add([rec(0, 0, 1), rec(1, 0, 2), rec(0, 1, 3)])
     taken = merge.take(2, now=0.0)
@@ -134,8 +148,22 @@ def test_records_put_back_are_taken_again_first() -> None:
 
 
 def test_records_out_of_offset_order_are_refused() -> None:
-    merge = EventTimeMerge(max_idle_seconds=0.0)
+    merge = EventTimeMerge(max_idle_seconds=0.0, buffer_limit=1000)
     merge.assign({0: 0})
     merge.add([rec(0, 5, 1)])
     with pytest.raises(ValueError, match="out of order"):
         merge.add([rec(0, 5, 1)])
+
+
+def test_a_full_buffer_refuses_the_rest_of_its_partition_which_then_lags_until_fetched_again() -> None:
+    merge = EventTimeMerge(max_idle_seconds=60.0, buffer_limit=2)
+    merge.assign({0: 0, 1: 0})
+    refused = merge.add([rec(0, 0, 5), rec(0, 1, 6), rec(1, 0, 9), rec(0, 2, 7), rec(0, 3, 8)])
+    assert refused == {0: 2}
+    assert merge.buffered() == {0: 2, 1: 1}
+    assert merge.starving() == []  # a full partition never starves the merge
+    # Partition 0's end was never asked, but records past its buffer exist: they are waited for.
+    assert coords(merge.take(10, now=0.0)) == [(0, 0), (0, 1)]
+    assert merge.starving() == [0]
+    assert merge.add([rec(0, 2, 7), rec(0, 3, 8)]) == {}
+    assert coords(merge.take(10, now=0.0)) == [(0, 2), (0, 3), (1, 0)]

@@ -37,6 +37,14 @@ def test_computed_defaults_are_filled_in() -> None:
     assert settings.transactional_id == f"dedup-ads-{default_instance_id()}"
 
 
+def test_a_partition_buffers_two_batches_at_least_1000_records_unless_set() -> None:
+    assert resolve_settings({}, {}).partition_buffer_limit == 2000
+    assert resolve_settings({"batch_size": "100"}, {}).partition_buffer_limit == 1000
+    assert resolve_settings({"batch_size": "5000"}, {}).partition_buffer_limit == 10_000
+    environ = {"STREAM_DEDUP_MAX_PARTITION_BUFFERED_RECORDS": "50"}
+    assert resolve_settings({"batch_size": "5000"}, environ).partition_buffer_limit == 50
+
+
 def test_every_setting_holds_a_value_of_its_declared_type() -> None:
     settings = WorkerSettings()
     hints = typing.get_type_hints(WorkerSettings)
@@ -81,6 +89,8 @@ def test_values_from_the_environment_are_typed() -> None:
         ({"dead_letter_topic": "verdicts"}, {}, "output_topic"),
         ({"max_partition_idle_ms": "-1"}, {}, "max_partition_idle_ms"),
         ({}, {"STREAM_DEDUP_MAX_PARTITION_IDLE_MS": "600001"}, "max_partition_idle_ms"),
+        ({"max_partition_buffered_records": "0"}, {}, "max_partition_buffered_records"),
+        ({}, {"STREAM_DEDUP_MAX_PARTITION_BUFFERED_RECORDS": "lots"}, "max_partition_buffered_records"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_setting(
