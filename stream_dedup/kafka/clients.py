@@ -119,6 +119,20 @@ def group_consumer(
     )
 
 
+def end_offsets_reader(connection: KafkaConnection) -> KafkaConsumer:
+    """A consumer of no group, for asking end offsets only (read_committed: the last stable offsets).
+
+    The group consumer cannot ask them quickly. A broker answers one
+    connection's requests in order, and the group consumer's fetch for a
+    partition it has read to the end is parked on the broker for up to
+    ``fetch_max_wait_ms`` (500 ms) waiting for new records: a ListOffsets sent
+    behind it waited that long, once per batch whenever the merge had fetched
+    a partition to its end (the live edge, or a backlog the buffers hold
+    whole). On a connection of its own the answer takes one round trip.
+    """
+    return KafkaConsumer(**connection.options(), isolation_level="read_committed", enable_auto_commit=False)
+
+
 @dataclass(frozen=True)
 class TopicSpec:
     """A topic the stage writes to, created if missing."""

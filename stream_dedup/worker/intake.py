@@ -37,14 +37,20 @@ class BatchIntake:
     def __init__(
         self,
         consumer: KafkaConsumer,
+        end_offsets: KafkaConsumer,
         topic: str,
         batch_size: int,
         merge: EventTimeMerge,
         failures: BatchFailures,
         events: WorkerEvents,
     ) -> None:
-        """``merge`` holds the event-time order's settings: the idle time and the records per partition."""
+        """``merge`` holds the event-time order's settings: the idle time and the records per partition.
+
+        ``end_offsets`` answers the end offsets: a client of its own, not the
+        group consumer (see :func:`~stream_dedup.kafka.clients.end_offsets_reader`).
+        """
         self.consumer = consumer
+        self.end_offsets = end_offsets
         self.topic = topic
         self.batch_size = batch_size
         self.merge = merge
@@ -83,7 +89,7 @@ class BatchIntake:
         merge.note_positions({p: self.consumer.position(tp) for p, tp in parts.items()})
         unsure = merge.unknown_or_caught_up()
         if unsure:
-            ends = self.consumer.end_offsets([parts[p] for p in unsure])
+            ends = self.end_offsets.end_offsets([parts[p] for p in unsure])
             merge.note_ends({tp.partition: end for tp, end in ends.items() if end is not None})
         waited = merge.waited_seconds
         batch = merge.take(self.batch_size, time.monotonic())

@@ -101,7 +101,7 @@ from kafka.errors import KafkaError
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.detector import make_detector
-from stream_dedup.kafka.clients import group_consumer, transactional_producer
+from stream_dedup.kafka.clients import end_offsets_reader, group_consumer, transactional_producer
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.batch import publish_batch
 from stream_dedup.worker.events import WorkerEvents
@@ -240,11 +240,13 @@ class Worker:
                 s.connection(), s.group_id, s.instance_id, s.session_timeout_seconds, s.batch_size
             )
             opened.callback(self._close_consumer, consumer)
+            end_offsets = end_offsets_reader(s.connection())
+            opened.callback(end_offsets.close)
             texts = None
             if s.detection.settles_with_texts:
                 texts = RecordTexts(s.connection(), s.input_topic, s.input_reading())
                 opened.callback(texts.close)
-            _Session(self, replay, detector, schedule, producer, consumer, texts).run()
+            _Session(self, replay, detector, schedule, producer, consumer, end_offsets, texts).run()
 
     def _close_consumer(self, consumer: KafkaConsumer) -> None:
         """Close the group consumer; when stopping, also leave the group, so a standby takes over at once."""
@@ -296,6 +298,7 @@ class _Session:
         schedule: SnapshotSchedule,
         producer: KafkaProducer,
         consumer: KafkaConsumer,
+        end_offsets: KafkaConsumer,
         texts: RecordTexts | None,
     ) -> None:
         self.worker = worker
@@ -319,7 +322,7 @@ class _Session:
         self.failures = worker.failures
         #: Fetched records not yet judged, taken in event-time order (see ordering).
         merge = EventTimeMerge(s.max_partition_idle_ms / 1000.0, s.partition_buffer_limit)
-        self.intake = BatchIntake(consumer, s.input_topic, s.batch_size, merge, self.failures, self.events)
+        self.intake = BatchIntake(consumer, end_offsets, s.input_topic, s.batch_size, merge, self.failures, self.events)
         #: The batch taken last, being read and signed while the one before it is judged and committed.
         signers = worker.signer_pool or LocalSigners(detector, s.input_reading())
         self.pipeline = SigningPipeline(signers, self.failures.offenders)
