@@ -29,6 +29,9 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 #: Records one poll may return: the one asked for and the ones after it.
 _RECORDS_PER_POLL = 200
 _POLL_MS = 500
+#: How long a listing of the topics is trusted: listing them is a round trip to
+#: the broker, which a stage reading texts again would otherwise pay per fetch.
+_TOPICS_FRESH_SECONDS = 10.0
 
 
 class RecordGone(NamedTuple):
@@ -61,7 +64,11 @@ class RecordLookup:
             # the start; the offset check in fetch() then finds the gap.
             auto_offset_reset="earliest",
             max_poll_records=_RECORDS_PER_POLL,
+            # A topic deleted since it was last listed is not created again by a fetch.
+            allow_auto_create_topics=False,
         )
+        self._topics: set[str] = set()
+        self._topics_listed = float("-inf")
         self._cache: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
         self._cached_bytes = 0
         self._cache_bytes = cache_bytes
@@ -93,10 +100,7 @@ class RecordLookup:
             return RecordGone(f"could not be fetched ({type(error).__name__}: {error})")
 
     def _fetch(self, topic: str, partition: int, offset: int) -> Any:
-        # Every topic's metadata, fresh: asking for one topic by name (as the
-        # consumer does for an assigned topic it finds missing) may create it
-        # again, with the broker's defaults, once it has been deleted.
-        if topic not in self._consumer.topics():
+        if not self._exists(topic):
             return RecordGone(f"topic {topic} does not exist (any more)")
         if partition not in self._consumer.partitions_for_topic(topic):
             return RecordGone(f"topic {topic} has no partition {partition}")
@@ -114,6 +118,19 @@ class RecordLookup:
             if self._consumer.position(where) > offset or offset >= self._consumer.end_offsets([where])[where]:
                 return self._missing(where, offset)
         return RecordGone(f"not fetched from {topic} partition {partition} within {self._timeout:g} s")
+
+    def _exists(self, topic: str) -> bool:
+        """Whether ``topic`` exists, by a listing of every topic (a topic missing from it is listed again).
+
+        A listing, not the metadata of the one topic: asking for a topic by
+        name may create it again, with the broker's defaults, on brokers that
+        create topics on demand.
+        """
+        now = time.monotonic()
+        if topic not in self._topics or now - self._topics_listed > _TOPICS_FRESH_SECONDS:
+            self._topics = set(self._consumer.topics())
+            self._topics_listed = now
+        return topic in self._topics
 
     def _missing(self, where: TopicPartition, offset: int) -> RecordGone:
         """Why no record is at ``offset``: deleted, not written yet, or not a committed record."""

@@ -131,7 +131,7 @@ def test_fetched_records_are_kept_and_missing_ones_are_answered(stage: Stage, mo
             raise KafkaTimeoutError("no metadata within 60 s")
 
         monkeypatch.setattr(fresh._consumer, "topics", time_out)
-        answer = fresh.fetch(stage.input_topic, 0, 50)  # not fetched before
+        answer = fresh.fetch("a-topic-not-listed-yet", 0, 0)  # a topic missing from the listing: listed again
         assert isinstance(answer, RecordGone) and answer.why.startswith("could not be fetched (KafkaTimeoutError")
 
 
@@ -195,3 +195,21 @@ def test_watching_a_topic_that_does_not_exist_says_so_and_creates_nothing(
         assert missing not in admin.list_topics()
     finally:
         admin.close()
+
+
+def test_a_topic_listed_once_is_not_listed_again_for_every_fetch(stage: Stage) -> None:
+    """Listing the topics is a broker round trip: a stage reading texts again would pay it per fetch."""
+    produce(stage.bootstrap, stage.input_topic, [(b"k", b"first", 0)])
+    with RecordLookup(KafkaConnection(stage.bootstrap), timeout_seconds=20) as lookup:
+        listings = []
+        list_topics = lookup._consumer.topics
+
+        def counted() -> set[str]:
+            listings.append(1)
+            return set(list_topics())
+
+        lookup._consumer.topics = counted
+        assert lookup.fetch(stage.input_topic, 0, 0).value == b"first"
+        assert isinstance(lookup.fetch(stage.input_topic, 0, 50), RecordGone)  # not kept: fetched again
+        assert isinstance(lookup.fetch("no-such-topic-either", 0, 0), RecordGone)  # missing: listed again
+    assert len(listings) == 2
