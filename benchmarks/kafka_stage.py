@@ -46,7 +46,7 @@ Bars: docs/s >= 0.7x the bare relay (issue 14: the single-process default uses t
 machine's cores), and >= 0.6x the worker-path pass-through (the earlier issue's "same
 client, same transactions, no detection work"), with p50/p99 verdict latency
 reported. CPU seconds per 1,000 documents are given for each stage's process (all its
-threads: the loop and kafka-python's, whose producer thread gzips the batches) and for
+threads: the loop and kafka-python's, whose producer thread compresses the batches) and for
 its signer processes, with the share of the run the loop spent waiting for the signers
 and how busy the broker was: together they say which side bounds the rate. The load
 of a shared machine inflates them far less than it swings docs/s, so a row also

@@ -10,7 +10,7 @@ compressed is cut: the key, the headers the stage adds and as much of the
 value as fits are kept, and headers say what was cut, how long the value was
 and its xxh3-128 hash, so the original can be found and checked.
 
-Why "compressed" may be trusted: the producer compresses each batch (gzip,
+Why "compressed" may be trusted: the producer compresses each batch (zstd,
 see ``PRODUCER_TUNING``), and a record larger than the producer's
 ``batch_size`` always travels alone in its batch, so its compressed size is
 the size the broker checks. Destinations whose limit is below the batch size
@@ -18,11 +18,11 @@ are *narrow*: records to them are flushed one by one (see
 :mod:`stream_dedup.worker.batch`), so that they too travel alone.
 """
 
-import zlib
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import xxhash
+import zstandard
 
 #: Headers of a truncated copy.
 TRUNCATED_HEADER = "stream-dedup-truncated"
@@ -62,7 +62,7 @@ class SizeLimit:
 
     @property
     def budget(self) -> int:
-        """Bytes a record may take, with room for gzip's framing of incompressible data."""
+        """Bytes a record may take, with room for the compressor's framing of incompressible data."""
         return min(self.message_bytes - self.message_bytes // 256 - 1024, self.request_bytes - 1024)
 
     def is_narrow(self, batch_size: int) -> bool:
@@ -79,7 +79,7 @@ def record_bytes(record: OutgoingRecord) -> int:
 def fits(record: OutgoingRecord, limit: SizeLimit) -> bool:
     """Whether the producer and the broker will accept ``record`` as it is.
 
-    Compresses only records too large uncompressed (rare), at the producer's level (9).
+    Compresses only records too large uncompressed (rare), as the producer does (zstd, level 3).
     """
     size = record_bytes(record)
     if size > limit.request_bytes - 1024:
@@ -92,7 +92,8 @@ def fits(record: OutgoingRecord, limit: SizeLimit) -> bool:
     raw = b"".join(
         [key or b"", value or b"", *(name.encode("utf-8", "surrogatepass") + (data or b"") for name, data in headers)]
     )
-    return _BATCH_HEADER_BYTES + _RECORD_OVERHEAD_BYTES + len(zlib.compress(raw, 9)) + 32 <= limit.budget
+    compressed = zstandard.ZstdCompressor().compress(raw)
+    return _BATCH_HEADER_BYTES + _RECORD_OVERHEAD_BYTES + len(compressed) + 32 <= limit.budget
 
 
 def fitted(

@@ -35,6 +35,6 @@ def size_limits(connection: KafkaConnection, topics: list[str]) -> dict[str, Siz
                 f"{MIN_MESSAGE_BYTES} to publish any record to it (raise it with kafka-configs.sh --alter)"
             )
         limits[topic] = SizeLimit(
-            message_bytes, PRODUCER_TUNING["max_request_size"], PRODUCER_TUNING["compression_type"] == "gzip"
+            message_bytes, PRODUCER_TUNING["max_request_size"], PRODUCER_TUNING["compression_type"] is not None
         )
     return limits
