@@ -1,0 +1,145 @@
+"""The intake's bounded merge buffer: records past a full partition are fetched again, never lost nor judged twice."""
+
+import heapq
+from types import SimpleNamespace
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+from kafka import TopicPartition
+
+from stream_dedup.worker.events import WorkerEvents
+from stream_dedup.worker.intake import BatchIntake
+from stream_dedup.worker.isolation import BatchFailures
+from stream_dedup.worker.ordering import EventTimeMerge, order_key
+
+TOPIC = "documents"
+#: Long enough that no test sees a lagging partition given up on: the order never depends on timing.
+NEVER_GIVE_UP = 600.0
+
+
+def rec(partition: int, offset: int, timestamp: int) -> Any:
+    return SimpleNamespace(topic=TOPIC, partition=partition, offset=offset, timestamp=timestamp)
+
+
+def coords(records: list[Any]) -> list[tuple[int, int]]:
+    return [(r.partition, r.offset) for r in records]
+
+
+class PartitionLogs:
+    """The consumer as the intake sees it: a fetch position per partition, moved by fetches and seeks."""
+
+    def __init__(self, logs: dict[int, list[Any]], first_offset: int) -> None:
+        self.logs = logs
+        self.first_offset = first_offset
+        self.positions = {p: first_offset for p in logs}
+        self.seeks: list[tuple[int, int]] = []
+
+    def fetch(self, partition: int, count: int) -> dict[TopicPartition, list[Any]]:
+        """A poll returning the next ``count`` records of ``partition``: the position moves past them."""
+        start = self.positions[partition] - self.first_offset
+        records = self.logs[partition][start : start + count]
+        self.positions[partition] += len(records)
+        return {TopicPartition(TOPIC, partition): records}
+
+    def left(self, partition: int) -> int:
+        return self.first_offset + len(self.logs[partition]) - self.positions[partition]
+
+    def position(self, tp: TopicPartition) -> int:
+        return self.positions[tp.partition]
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        self.positions[tp.partition] = offset
+        self.seeks.append((tp.partition, offset))
+
+    def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: self.first_offset + len(self.logs[tp.partition]) for tp in partitions}
+
+
+class BufferReports(WorkerEvents):
+    def __init__(self) -> None:
+        self.buffered: list[int] = []
+        self.refetched = 0
+
+    def records_buffered(self, buffered: int, refetched: int) -> None:
+        self.buffered.append(buffered)
+        self.refetched += refetched
+
+
+def intake_over(logs: PartitionLogs, batch_size: int, buffer_limit: int, events: WorkerEvents) -> BatchIntake:
+    merge = EventTimeMerge(NEVER_GIVE_UP, buffer_limit)
+    consumer: Any = logs
+    intake = BatchIntake(consumer, consumer, TOPIC, batch_size, merge, BatchFailures(), events)
+    intake.restart(TopicPartition(TOPIC, p) for p in logs.logs)
+    return intake
+
+
+def test_records_past_a_full_buffer_are_let_go_and_the_partition_sought_back_to_the_first() -> None:
+    logs = PartitionLogs({0: [rec(0, 100 + i, 50 + i) for i in range(5)], 1: [rec(1, 100, 1)]}, first_offset=100)
+    events = BufferReports()
+    intake = intake_over(logs, batch_size=10, buffer_limit=2, events=events)
+    intake.add(logs.fetch(0, 5))
+    assert logs.seeks == [(0, 102)]
+    assert intake.merge.buffered() == {0: 2, 1: 0}
+    assert (events.buffered, events.refetched) == ([2], 3)
+    # Partition 1 lags with nothing buffered: a full partition 0 does not make the merge judge past it.
+    assert intake.next_batch() == []
+    intake.add(logs.fetch(1, 1))
+    assert coords(intake.next_batch()) == [(1, 100), (0, 100), (0, 101)]
+    # Partition 0 still lags (from offset 102): nothing is judged past it until those records come again.
+    intake.add(logs.fetch(0, 5))
+    assert coords(intake.next_batch()) == [(0, 102), (0, 103)]
+    assert logs.seeks == [(0, 102), (0, 104)]
+
+
+def test_a_full_partition_is_judged_on_while_the_others_are_caught_up() -> None:
+    logs = PartitionLogs({0: [rec(0, i, i) for i in range(4)], 1: []}, first_offset=0)
+    intake = intake_over(logs, batch_size=10, buffer_limit=1, events=WorkerEvents())
+    taken: list[Any] = []
+    for _ in range(4):
+        intake.add(logs.fetch(0, 4))
+        taken += intake.next_batch()
+    assert coords(taken) == [(0, 0), (0, 1), (0, 2), (0, 3)]
+
+
+@st.composite
+def partition_logs(draw: Any) -> PartitionLogs:
+    """1 to 4 partitions of up to 30 records, timestamps in any order (the merge order is then the heads' merge)."""
+    logs = {}
+    for p in range(draw(st.integers(1, 4))):
+        stamps = draw(st.lists(st.integers(0, 50), max_size=30))
+        logs[p] = [rec(p, 100 + i, t) for i, t in enumerate(stamps)]
+    return PartitionLogs(logs, first_offset=100)
+
+
+@given(partition_logs(), st.integers(1, 8), st.integers(1, 20), st.data())
+def test_any_polls_with_any_buffer_limit_take_the_unbounded_order_within_the_limit(
+    logs: PartitionLogs, buffer_limit: int, batch_size: int, data: st.DataObject
+) -> None:
+    """Whatever the limit and however the polls interleave: each record once, in the order of an unbounded merge."""
+    events = BufferReports()
+    intake = intake_over(logs, batch_size, buffer_limit, events)
+    everything = [r for log in logs.logs.values() for r in log]
+    taken: list[Any] = []
+    polled = 0
+    # Polls of arbitrary partitions and sizes, then polls of every partition in turn:
+    # each round of those fills every empty buffer, so each round takes something.
+    arbitrary = data.draw(st.integers(0, 60))
+    for step in range(arbitrary + 2 * len(everything) + 2):
+        fetchable = [p for p in logs.logs if logs.left(p)]
+        if not fetchable and len(taken) == len(everything):
+            break
+        if step < arbitrary and fetchable:
+            partition = data.draw(st.sampled_from(fetchable))
+            sizes = {partition: data.draw(st.integers(1, logs.left(partition)))}
+        else:
+            sizes = {p: logs.left(p) for p in fetchable} or {0: 0}
+        for partition, size in sizes.items():
+            poll = logs.fetch(partition, size)  # one at a time: a poll's records are added before the next poll
+            polled += size
+            intake.add(poll)
+            assert max(intake.merge.buffered().values()) <= buffer_limit
+            taken += intake.next_batch()
+    assert coords(taken) == coords(list(heapq.merge(*logs.logs.values(), key=order_key)))
+    assert events.refetched == polled - len(everything)
+    assert max(events.buffered, default=0) <= buffer_limit * len(logs.logs)
