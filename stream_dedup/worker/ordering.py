@@ -12,8 +12,13 @@ does (``PartitionGroup``, ``max.task.idle.ms``, KIP-353 and KIP-695):
 
 - a partition with known lag (its end offset lies past its fetch position)
   and nothing buffered *starves* the merge: nothing is taken until it
-  delivers, or until it has starved for ``max_idle_seconds``, after which
-  the others go on without it;
+  delivers, or until it has held records of other partitions back for
+  ``max_idle_seconds``, after which the others go on without it. The idle
+  time counts only while some record is buffered: while nothing is, a
+  starving partition holds nobody back (after a restart or a broker's
+  return every partition starves until the first fetch, which can take
+  longer than the idle time, and the first partition to deliver must still
+  wait for the others);
 - a caught-up partition (nothing past its position) holds nobody back.
 
 So a backlog (restart, failover, catch-up) is judged in the same order
@@ -200,8 +205,13 @@ class EventTimeMerge:
         return end is not None and end > self._positions[partition]
 
     def _must_wait(self, now: float) -> bool:
-        """Whether a partition starves within its idle time; keeps each partition's starving clock."""
-        starving = set(self.starving())
+        """Whether a partition starves within its idle time; keeps each partition's starving clock.
+
+        A clock runs only while records wait: with every buffer empty there is
+        nothing to take and nobody held back, and the clocks start again when
+        the first records come.
+        """
+        starving = set(self.starving()) if any(self._buffers.values()) else set()
         for partition in list(self._starving_since):
             if partition not in starving:
                 del self._starving_since[partition]

@@ -39,26 +39,39 @@ def backlogs_and_fetches(draw: Any, sorted_timestamps: bool) -> tuple[dict[int, 
     return backlog, fetches
 
 
-def merge_all(backlog: dict[int, list[Any]], fetches: list[tuple[int, int]], limit: int) -> list[Any]:
-    """Feed the fetches one by one, taking up to ``limit`` after each (no clock passes: nobody gives up waiting)."""
+def merge_all(
+    backlog: dict[int, list[Any]], fetches: list[tuple[int, int]], limit: int, quiet_seconds: float = 0.0
+) -> list[Any]:
+    """Feed the fetches one by one, taking up to ``limit`` after each.
+
+    The clock moves only while the merge holds nothing: then ``quiet_seconds``
+    pass before the next fetch (a slow first fetch, a broker away). Time
+    while records wait does not pass, so nobody gives up waiting.
+    """
     merge = EventTimeMerge(max_idle_seconds=10.0, buffer_limit=1000)
     merge.assign({p: 100 for p in backlog})
     merge.note_ends({p: 100 + len(rs) for p, rs in backlog.items()})
     fetched = {p: 0 for p in backlog}
     taken: list[Any] = []
+    now = 0.0
     for p, n in fetches:
+        if not any(merge.buffered().values()):
+            assert merge.take(limit, now=now) == []
+            now += quiet_seconds
+            assert merge.take(limit, now=now) == []
         merge.add(backlog[p][fetched[p] : fetched[p] + n])
         fetched[p] += n
-        taken += merge.take(limit, now=0.0)
-    while batch := merge.take(limit, now=0.0):
+        taken += merge.take(limit, now=now)
+    while batch := merge.take(limit, now=now):
         taken += batch
     return taken
 
 
-@given(backlogs_and_fetches(sorted_timestamps=True), st.integers(1, 20))
-def test_any_interleaving_of_fetches_gives_the_sorted_order(case: Any, limit: int) -> None:
+@given(backlogs_and_fetches(sorted_timestamps=True), st.integers(1, 20), st.sampled_from([0.0, 3.0, 60.0]))
+def test_any_interleaving_of_fetches_gives_the_sorted_order(case: Any, limit: int, quiet_seconds: float) -> None:
+    """Also when the fetches pause, longer than the idle time, with nothing held (a restart, a broker away)."""
     backlog, fetches = case
-    taken = merge_all(backlog, fetches, limit)
+    taken = merge_all(backlog, fetches, limit, quiet_seconds)
     assert coords(taken) == coords(sorted((r for rs in backlog.values() for r in rs), key=order_key))
 
 
@@ -80,6 +93,22 @@ def test_a_lagging_partition_with_nothing_buffered_holds_the_others_back_until_t
     assert merge.take(10, now=101.5) == []
     assert coords(merge.take(10, now=102.0)) == [(0, 0), (0, 1)]  # gave up waiting
     assert merge.waited_seconds == pytest.approx(2.0)
+
+
+def test_the_idle_time_counts_from_when_records_wait_not_from_when_every_partition_went_quiet() -> None:
+    """After a restart every partition starves until the first fetch: the first to deliver still waits."""
+    merge = EventTimeMerge(max_idle_seconds=2.0, buffer_limit=1000)
+    merge.assign({0: 0, 1: 0, 2: 0})
+    merge.note_ends({0: 2, 1: 2, 2: 2})
+    for now in (100.0, 103.0, 106.0):  # nothing fetched for longer than the idle time
+        assert merge.take(10, now=now) == []
+    merge.add([rec(1, 0, 11), rec(1, 1, 14)])
+    assert merge.take(10, now=106.5) == []  # partitions 0 and 2 hold it back from now on
+    merge.add([rec(0, 0, 10), rec(0, 1, 13)])
+    assert merge.take(10, now=107.0) == []
+    merge.add([rec(2, 0, 12), rec(2, 1, 15)])
+    assert coords(merge.take(10, now=108.0)) == [(0, 0), (1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
+    assert merge.waited_seconds == pytest.approx(1.5)
 
 
 def test_a_caught_up_partition_holds_nobody_back() -> None:
