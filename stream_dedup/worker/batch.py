@@ -6,6 +6,11 @@ batch before the changelog record is written, and the offsets sent last, so
 that a failure anywhere leaves an open transaction that is aborted, never a
 half-committed batch.
 
+Two steps: :func:`judge_batch` runs the detector and builds every record the
+transaction will hold, with no producer at hand; :func:`commit_batch` sends
+them and commits. The worker commits one batch in the background while it
+judges the next (:mod:`stream_dedup.worker.committer`).
+
 The records come read and signed (:mod:`stream_dedup.worker.signing`, ahead
 of this, in this process or another). Nothing one record holds may fail the
 batch, or the batch would fail again after every restart and the stage would
@@ -17,7 +22,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -67,23 +72,42 @@ class CommittedBatch:
     report: BatchReport
 
 
-def publish_batch(
+@dataclass
+class JudgedBatch:
+    """A batch judged (the detector holds it) and everything its transaction will hold, not yet sent.
+
+    Built with no producer at hand, so that the next batch can be judged while
+    this one's transaction is committed (:mod:`stream_dedup.worker.committer`).
+    """
+
+    records: list[Any]
+    #: (topic, record), each already made to fit its topic, in sending order.
+    outgoing: list[tuple[str, OutgoingRecord]]
+    letters: list[DeadLetter]
+    #: What was cut from each dead letter to fit (empty if nothing), in the order of ``letters``.
+    truncated: list[str]
+    changelog_values: list[bytes]
+    #: Input partition -> next offset once this batch is committed.
+    after: dict[int, int]
+    input_topic: str
+    #: The report, but for ``seconds`` and ``committed_at`` (known at the commit).
+    report: BatchReport
+    started: float
+
+
+def judge_batch(
     batch: SignedRecords,
     detector: DuplicateDetector,
-    producer: KafkaProducer,
-    consumer_group: Any,
-    positions: dict[int, int],
+    positions: Mapping[int, int],
     destinations: Destinations,
     digest: str,
     started: float,
     texts: RecordTexts | None = None,
-) -> CommittedBatch:
-    """Judge the documents of ``batch`` and commit everything its records produce in one transaction.
+) -> JudgedBatch:
+    """Judge the documents of ``batch`` (the detector indexes them) and build every record its transaction holds.
 
-    ``positions`` (input partition -> next offset) is updated in place only
-    once the commit succeeded. Raises whatever the client raises; the caller
-    must then treat the detector as dirty (it already indexed the batch).
-    ``texts`` reads input records again for the pairs the sketch cannot judge.
+    ``positions`` are the input positions before this batch: those of the
+    batches judged before it, committed or not.
     """
     records = batch.records
     documents, indexed, letters = batch.split()
@@ -94,8 +118,7 @@ def publish_batch(
 
     stats = detector.stats
     before = (stats.candidates, stats.verified, stats.settled_by_text, stats.unsettled)
-    producer.begin_transaction()
-    send = _Sender(producer, destinations)
+    outgoing: list[tuple[str, OutgoingRecord]] = []
     verdict_counts: Counter[str] = Counter()
     duplicates: list[PublishedDuplicate] = []
     if documents:
@@ -103,63 +126,50 @@ def publish_batch(
             texts.keep(records)
         verdicts = detector.process_signed(indexed, texts)
         fingerprint = detector.config.fingerprint()
+        output, unique_topic = destinations.output_topic, destinations.unique_topic
         for verdict, document in zip(verdicts, documents, strict=True):
             value = OutgoingRecord(verdict.id.encode("utf-8"), verdict_value(verdict, document.source, fingerprint), [])
-            if not send.verdict(value):
+            if not fits(value, destinations.limit(output)):
                 letters.append(
-                    DeadLetter(
-                        VERDICT_TOO_LARGE,
-                        _too_large("verdict", destinations.output_topic),
-                        document.source,
-                        document.record,
-                    )
+                    DeadLetter(VERDICT_TOO_LARGE, _too_large("verdict", output), document.source, document.record)
                 )
                 continue
+            outgoing.append((output, value))
             verdict_counts[verdict.verdict] += 1
             if verdict.verdict == "duplicate":
                 duplicates.append(PublishedDuplicate(verdict, document.source))
+            if unique_topic is None or verdict.verdict != "unique":
+                continue
             # A forward is never cut (readers of the unique topic would get a
             # broken document): one that does not fit goes to the dead letters.
-            unique = destinations.unique_topic is not None and verdict.verdict == "unique"
-            if unique and not send.forward(document.record):
+            record = document.record
+            forward = OutgoingRecord(record.key, record.value, list(record.headers or []))
+            if fits(forward, destinations.limit(unique_topic)):
+                outgoing.append((unique_topic, forward))
+            else:
                 letters.append(
-                    DeadLetter(
-                        UNIQUE_TOO_LARGE,
-                        _too_large("forward", destinations.unique_topic or ""),
-                        document.source,
-                        document.record,
-                    )
+                    DeadLetter(UNIQUE_TOO_LARGE, _too_large("forward", unique_topic), document.source, record)
                 )
-    truncated = [send.dead_letter(letter) for letter in letters]
-    # Every batch writes a changelog record, even one of only dead letters:
-    # it carries the input positions a restore resumes from.
-    entry = ChangelogEntry(indexed, input_topic, after)
-    changelog_sends = [
-        producer.send(destinations.changelog_topic, value=value, partition=0) for value in encode_entry(entry, digest)
-    ]
-    producer.send_offsets_to_transaction(
-        {TopicPartition(input_topic, p): OffsetAndMetadata(after[p], "", -1) for p in {r.partition for r in records}},
-        consumer_group,
-    )
-    producer.commit_transaction()
-    committed_at = time.time()
-    positions.update(after)
-    for letter, cut in zip(letters, truncated, strict=True):
-        topic, partition, offset, _ = letter.source
-        log.warning(
-            "dead letter (%s)%s: %s",
-            letter.reason,
-            f", truncated ({cut}) to fit {destinations.dead_letter_topic}" if cut else "",
-            letter.detail,
-            extra={"topic": topic, "partition": partition, "offset": offset, "reason": letter.reason},
-        )
-    return CommittedBatch(
-        changelog_offset=changelog_sends[-1].get().offset + 1,
+    truncated = []
+    for letter in letters:
+        dead_letter, cut = _fitted_dead_letter(letter, destinations)
+        outgoing.append((destinations.dead_letter_topic, dead_letter))
+        truncated.append(cut)
+    return JudgedBatch(
+        records=records,
+        outgoing=outgoing,
+        letters=letters,
+        truncated=truncated,
+        # Every batch writes a changelog record, even one of only dead letters:
+        # it carries the input positions a restore resumes from.
+        changelog_values=encode_entry(ChangelogEntry(indexed, input_topic, after), digest),
+        after=after,
+        input_topic=input_topic,
         report=BatchReport(
             verdicts=verdict_counts,
             dead_letters=Counter(letter.reason for letter in letters),
-            seconds=time.perf_counter() - started,
-            committed_at=committed_at,
+            seconds=0.0,
+            committed_at=0.0,
             timestamps_ms=np.array([d.source.timestamp for d in documents], dtype=np.int64),
             candidates=detector.last_batch_candidates if documents else np.zeros(0, dtype=np.int64),
             candidate_pairs=stats.candidates - before[0],
@@ -172,50 +182,59 @@ def publish_batch(
             settled_by_text=stats.settled_by_text - before[2],
             unsettled=stats.unsettled - before[3],
         ),
+        started=started,
     )
 
 
-class _Sender:
-    """Sends a batch's records, each made to fit its topic first.
+def commit_batch(
+    judged: JudgedBatch, producer: KafkaProducer, consumer_group: Any, destinations: Destinations
+) -> CommittedBatch:
+    """Send what ``judged`` holds in one transaction and commit it, the input offsets last.
 
-    To a *narrow* topic (``max.message.bytes`` below the producer's batch size)
-    every record is flushed on its own: kafka-python fills a batch up to
-    ``batch_size`` whatever the topic accepts, and the broker refuses a batch
-    over the limit, which would fail the transaction at every retry.
+    Raises whatever the client raises, leaving the transaction open (the next
+    session's ``init_transactions()`` aborts it).
     """
+    producer.begin_transaction()
+    for topic, record in judged.outgoing:
+        producer.send(topic, key=record.key, value=record.value, headers=record.headers)
+        if destinations.limit(topic).is_narrow(PRODUCER_TUNING["batch_size"]):
+            # kafka-python fills a batch up to its batch_size whatever the topic
+            # accepts, and the broker refuses a batch over the topic's limit
+            # (the transaction would fail at every retry): to a narrow topic,
+            # each record travels alone.
+            producer.flush()
+    changelog_sends = [
+        producer.send(destinations.changelog_topic, value=value, partition=0) for value in judged.changelog_values
+    ]
+    partitions = {r.partition for r in judged.records}
+    producer.send_offsets_to_transaction(
+        {TopicPartition(judged.input_topic, p): OffsetAndMetadata(judged.after[p], "", -1) for p in partitions},
+        consumer_group,
+    )
+    producer.commit_transaction()
+    committed_at = time.time()
+    for letter, cut in zip(judged.letters, judged.truncated, strict=True):
+        topic, partition, offset, _ = letter.source
+        log.warning(
+            "dead letter (%s)%s: %s",
+            letter.reason,
+            f", truncated ({cut}) to fit {destinations.dead_letter_topic}" if cut else "",
+            letter.detail,
+            extra={"topic": topic, "partition": partition, "offset": offset, "reason": letter.reason},
+        )
+    return CommittedBatch(
+        changelog_offset=changelog_sends[-1].get().offset + 1,
+        report=replace(judged.report, seconds=time.perf_counter() - judged.started, committed_at=committed_at),
+    )
 
-    def __init__(self, producer: KafkaProducer, destinations: Destinations) -> None:
-        self.producer = producer
-        self.destinations = destinations
 
-    def verdict(self, record: OutgoingRecord) -> bool:
-        """Send a verdict; False (nothing sent) if it does not fit (ids near ``max_id_bytes``, a tiny topic)."""
-        return self._send_if_fits(self.destinations.output_topic, record)
-
-    def forward(self, record: Any) -> bool:
-        """Forward a unique document unchanged; False (nothing sent) if it does not fit."""
-        original = OutgoingRecord(record.key, record.value, list(record.headers or []))
-        return self._send_if_fits(self.destinations.unique_topic or "", original)
-
-    def dead_letter(self, letter: DeadLetter) -> str:
-        """Send a dead letter, truncated if it must be; returns what was cut (empty if nothing)."""
-        topic = self.destinations.dead_letter_topic
-        record = letter.record
-        original = list(record.headers or [])
-        outgoing = fitted(record.key, record.value, original, added_headers(letter), self.destinations.limit(topic))
-        self._send(topic, outgoing)
-        return dict(outgoing.headers[len(original) :]).get(TRUNCATED_HEADER, b"").decode()
-
-    def _send_if_fits(self, topic: str, record: OutgoingRecord) -> bool:
-        if not fits(record, self.destinations.limit(topic)):
-            return False
-        self._send(topic, record)
-        return True
-
-    def _send(self, topic: str, record: OutgoingRecord) -> None:
-        self.producer.send(topic, key=record.key, value=record.value, headers=record.headers)
-        if self.destinations.limit(topic).is_narrow(PRODUCER_TUNING["batch_size"]):
-            self.producer.flush()
+def _fitted_dead_letter(letter: DeadLetter, destinations: Destinations) -> tuple[OutgoingRecord, str]:
+    """A dead letter as sent (the record, headers saying why, truncated if it must be), and what was cut."""
+    record = letter.record
+    original = list(record.headers or [])
+    limit = destinations.limit(destinations.dead_letter_topic)
+    outgoing = fitted(record.key, record.value, original, added_headers(letter), limit)
+    return outgoing, dict(outgoing.headers[len(original) :]).get(TRUNCATED_HEADER, b"").decode()
 
 
 def _too_large(what: str, topic: str) -> str:

@@ -6,14 +6,16 @@ one loop (:meth:`_Session.run`): poll; take over on a new assignment; then
 either, holding the partitions, take the next records in event-time order
 across partitions (:mod:`stream_dedup.worker.intake`) and start reading and
 signing them, while the batch taken before them, signed meanwhile
-(:mod:`stream_dedup.worker.pipeline`), is judged and committed in one
-transaction (verdicts, dead letters, changelog record and input offsets, see
-:mod:`stream_dedup.worker.batch`); or, standing by, tail the changelog; and
-snapshot when due. Records fetched or being signed are not committed: after a
-crash they are fetched again. Any Kafka failure ends the session: its open transaction
-is aborted, and since the detector may already hold the aborted batch, the
-next session rebuilds the index from the snapshot and the changelog instead
-of trusting memory.
+(:mod:`stream_dedup.worker.pipeline`), is judged, and the one judged before
+that is committed in one transaction in the background (verdicts, dead
+letters, changelog record and input offsets, see :mod:`stream_dedup.worker.batch`
+and :mod:`stream_dedup.worker.committer`); or, standing by, tail the changelog;
+and snapshot when due. Records fetched, being signed, or judged and not yet
+committed are fetched again after a crash. Any Kafka failure ends the
+session: its open transaction is aborted, and since the detector may already
+hold the aborted batch (and the one judged after it), the next session
+rebuilds the index from the snapshot and the changelog instead of trusting
+memory.
 
 Failures, where they are handled, and what the operator sees (metric names
 without their ``stream_dedup_`` prefix):
@@ -21,7 +23,7 @@ without their ``stream_dedup_`` prefix):
 =========================================  ==================================  =========================================
 failure                                    handled in                          what the operator sees
 =========================================  ==================================  =========================================
-Kafka error in a batch (broker down,       ``_Session.process_batch`` aborts;  ERROR "batch failed, aborting its
+Kafka error in a batch (broker down,       ``_Session.finish_commit`` aborts;  ERROR "batch failed, aborting its
 producer fenced, transaction timed out)    ``Worker.run`` starts a new         transaction", ``transactions_total``
                                            session after 1-30 s                ``{outcome="aborted"}``, role
                                                                                ``restoring``
@@ -38,11 +40,11 @@ a record too large for its destination     ``record_fit``: a truncated copy    W
                                            letter instead
 a written topic with max.message.bytes     ``size_limits``: exit 1             the message names the topic and the
 below 16 KiB                                                                   setting
-a batch failing for a reason other than    ``_Session.process_batch`` aborts   ERROR "batch failed, aborting its
-Kafka (a record that trips a bug), again   (``_Session.judge`` if signing      transaction" (or "signing a batch
-and again                                  failed: nothing was begun);         failed"); then ERROR "record
-                                           ``Worker.run``: new session after
-                                           1 s; after 3 identical failures     T:P:O fails its batch",
+a batch failing for a reason other than    ``_Session.process_batch`` (or      ERROR "judging a batch failed" (or
+Kafka (a record that trips a bug), again   ``_Session.judge`` if signing       "signing a batch failed"); then
+and again                                  failed): nothing of it was begun;   ERROR "record T:P:O fails its
+                                           ``Worker.run``: new session after   batch",
+                                           1 s; after 3 identical failures
                                            its records are judged one per      ``isolated_records_total``,
                                            transaction (``BatchFailures``);    ``dead_letters_total{reason=
                                            the one failing alone is dead-      "processing_failed"}``
@@ -103,7 +105,8 @@ from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.clients import end_offsets_reader, group_consumer, transactional_producer
 from stream_dedup.kafka.record_texts import RecordTexts
-from stream_dedup.worker.batch import publish_batch
+from stream_dedup.worker.batch import judge_batch
+from stream_dedup.worker.committer import BackgroundCommit
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.intake import BatchIntake
 from stream_dedup.worker.isolation import BatchFailures
@@ -319,6 +322,10 @@ class _Session:
         self.awaiting_assignment_since: float | None = time.monotonic()
         #: Input partition -> next offset to read, as of the last committed batch.
         self.positions: dict[int, int] = {}
+        #: The same as of the last batch judged: its commit may still be in flight.
+        self.judged_positions: dict[int, int] = {}
+        #: The transaction of the batch judged last, committed while the next one is judged.
+        self.commits = BackgroundCommit(producer, self.destinations)
         self.failures = worker.failures
         #: Fetched records not yet judged, taken in event-time order (see ordering).
         merge = EventTimeMerge(s.max_partition_idle_ms / 1000.0, s.partition_buffer_limit)
@@ -330,6 +337,13 @@ class _Session:
 
     def run(self) -> None:
         """Join the group and go round the loop until stopped; then write the final snapshot."""
+        try:
+            self._loop()
+        finally:
+            # On an error, the producer is closed next: not under a commit in flight.
+            self.commits.abandon()
+
+    def _loop(self) -> None:
         s = self.settings
         self.join()
         while not self.worker.stopping:
@@ -356,14 +370,23 @@ class _Session:
             if self.active:
                 self.intake.add(polled)
                 self.judge(self.intake.next_batch())
-            elif self.replay.apply_available(self.detector):
-                report_index(self.events, self.detector)
+                if self.commits.finished:
+                    # Collected as soon as it is done, not when the next batch
+                    # comes: a quiet input must not hold back its report.
+                    self.finish_commit()
+            else:
+                # Our last batch, if its commit is still in flight, must be
+                # collected first: the changelog would otherwise give it twice.
+                self.finish_commit()
+                if self.replay.apply_available(self.detector):
+                    report_index(self.events, self.detector)
             # 6. Between batches, so that a snapshot never holds half a batch.
             self.report_lag()
             self.snapshot_if_due()
         # Only after a clean exit from the loop: after a failed batch the index
         # holds the aborted batch, and a snapshot of it would hold documents whose
         # verdicts were never published (they would judge their own reprocessing).
+        self.finish_commit()
         self.events.role_changed("stopping", "shutting down")
         self.final_snapshot()
 
@@ -395,6 +418,7 @@ class _Session:
 
     def take_over(self, assigned: list[Any]) -> None:
         """Become active (or stay standby if nothing was assigned)."""
+        self.finish_commit()  # before the committed offsets and the changelog are read
         self.events.partitions_assigned(len(assigned))
         if not assigned:
             self.active = False
@@ -423,6 +447,7 @@ class _Session:
             else:
                 consumer.seek_to_beginning(tp)  # never committed: the whole partition is new
         self.positions = dict(replay.positions)
+        self.judged_positions = dict(replay.positions)
         # Records fetched or taken before the takeover were dropped: the merge
         # starts empty, and a batch being signed is forgotten (never committed).
         self.intake.restart(assigned)
@@ -448,34 +473,58 @@ class _Session:
             self.process_batch(signed, started)
 
     def process_batch(self, batch: SignedRecords, started: float) -> None:
-        """Judge ``batch`` and commit all it produces in one transaction, or abort it and end the session."""
+        """Judge ``batch``, then commit it in the background once the batch before it is committed.
+
+        Its transaction begins only then, so a failure while judging leaves
+        nothing to abort; the session still ends, since the detector may hold
+        part of the batch.
+        """
         try:
-            committed = publish_batch(
+            judged = judge_batch(
                 batch,
                 self.detector,
-                self.producer,
-                self.consumer.group_metadata(),
-                self.positions,
+                self.judged_positions,
                 self.destinations,
                 self.signature_fingerprint,
                 started,
                 self.texts,
             )
+        except Exception as error:
+            # Not a broker fault (judging does not touch the producer, and
+            # re-reading texts never fails): retrying meets the same records in
+            # the same order. After a few identical failures its records are
+            # judged one by one, and the one that fails alone is dead-lettered.
+            log.error("judging a batch failed (no transaction was begun for it): %r", error)
+            self.finish_commit()  # the batch before it is not at fault
+            self.isolate(batch.records, error)
+            raise _BatchFailedError(repr(error)) from error
+        self.finish_commit()
+        self.judged_positions = dict(judged.after)
+        self.commits.start(judged, self.consumer.group_metadata())
+
+    def finish_commit(self) -> None:
+        """Collect the batch whose commit is in flight, if any; a failed commit ends the session.
+
+        The detector already holds that batch (and any judged after it), so
+        only a restore gives back an index that matches what was committed.
+        """
+        in_flight = self.commits.in_flight
+        try:
+            done = self.commits.finish()
         except KafkaError as error:
-            # Abort, and let the error end the session: the detector already
-            # holds the batch, so only a restore gives back an index that matches
-            # what was committed.
             self.abort(error)
             raise
         except Exception as error:
-            # Not a broker fault: retrying meets the same records in the same
-            # order. Abort and end the session (the detector may hold part of the
-            # batch); after a few identical failures its records are judged one by
-            # one, and the one that fails alone is dead-lettered.
+            # Not a broker fault: the client failed on what the batch holds.
             self.abort(error)
-            self.isolate(batch.records, error)
+            if in_flight is not None:
+                self.isolate(in_flight.records, error)
             raise _BatchFailedError(repr(error)) from error
-        self.failures.succeeded(batch.records)
+        if done is None:
+            return
+        judged, committed = done
+        self.failures.succeeded(judged.records)
+        self.positions.update(judged.after)
         # Our own changelog records are in the detector already: the replay must not apply them again.
         self.replay.skip_to(committed.changelog_offset, self.positions)
         self.events.batch_committed(committed.report)
@@ -531,6 +580,8 @@ class _Session:
         store, replay = self.worker.store, self.replay
         if not self.schedule.due(self.detector) or store.writing:
             return
+        # The detector holds the batch judged last: a snapshot of it needs its commit done.
+        self.finish_commit()
         unchanged = replay.applied_offset == self.schedule.covered_offset
         self.schedule.covers(replay.applied_offset, self.detector)
         if unchanged:

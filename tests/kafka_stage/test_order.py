@@ -15,7 +15,15 @@ from stream_dedup.lsh.generation import IndexedBatch
 from stream_dedup.worker.events import BatchReport, WorkerEvents
 from tests.corpus import make_clustered_corpus, make_corpus
 
-from .stage import Stage, check_exactly_once, expected_verdicts, produce, read_committed, worker_thread
+from .stage import (
+    Stage,
+    check_exactly_once,
+    document_messages,
+    expected_verdicts,
+    produce,
+    read_committed,
+    worker_thread,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -79,6 +87,20 @@ def test_a_partition_far_ahead_in_event_time_is_held_to_its_buffer_and_judged_in
     assert events.timestamps == [first + i for i in range(len(corpus))]  # each judged once, in event-time order
     assert events.refetched > 0  # partition 0 filled its buffer: the bound was reached...
     assert max(events.buffered) <= 3 * limit  # ...and held (unbounded, partition 0 alone buffers ~1000)
+
+
+def test_the_last_batch_is_reported_committed_without_waiting_for_another(stage: Stage) -> None:
+    """Transactions commit in the background: the loop collects the last one even if no more input comes."""
+    corpus = make_clustered_corpus(30, seed=45)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    events = _JudgedOrder()
+    with worker_thread(stage.settings(batch_size=1000), events=events):
+        read_committed(stage.bootstrap, stage.output_topic, len(corpus), settle=0)
+        deadline = time.monotonic() + 10
+        while len(events.timestamps) < len(corpus) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        reported = len(events.timestamps)  # before the stop, which collects every commit anyway
+    assert reported == len(corpus)
 
 
 class _TripsOnOneDocument(Detector):

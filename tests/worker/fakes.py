@@ -1,10 +1,15 @@
 """Fakes at the Kafka client edge only: the producer and the records a consumer returns."""
 
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka.consumer.fetcher import ConsumerRecord
+
+from stream_dedup.engine.detection import DuplicateDetector
+from stream_dedup.worker.batch import CommittedBatch, Destinations, commit_batch, judge_batch
+from stream_dedup.worker.signing import SignedRecords
 
 
 def record(topic: str, partition: int, offset: int, value: bytes | None, key: bytes | None = None) -> Any:
@@ -82,3 +87,18 @@ class FakeProducer:
     def commit_transaction(self) -> None:
         self._call("commit_transaction")
         self.committed.append(self._open)
+
+
+def publish_batch(
+    batch: SignedRecords,
+    detector: DuplicateDetector,
+    producer: "FakeProducer",
+    positions: dict[int, int],
+    destinations: Destinations,
+    digest: str,
+) -> CommittedBatch:
+    """Judge ``batch`` and commit it, in turn, as the worker does over two batches; ``positions`` move on commit."""
+    judged = judge_batch(batch, detector, positions, destinations, digest, time.perf_counter())
+    committed = commit_batch(judged, producer, "group-metadata", destinations)
+    positions.update(judged.after)
+    return committed

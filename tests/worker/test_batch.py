@@ -2,7 +2,6 @@
 
 import json
 import os
-import time
 from typing import Any
 
 import pytest
@@ -14,10 +13,10 @@ from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.changelog import decode_entry
 from stream_dedup.kafka.messages import InputReading
 from stream_dedup.kafka.record_fit import SizeLimit
-from stream_dedup.worker.batch import CommittedBatch, Destinations, publish_batch
+from stream_dedup.worker.batch import CommittedBatch, Destinations
 from stream_dedup.worker.signing import read_and_sign
 from tests.corpus import make_corpus
-from tests.worker.fakes import FakeProducer, document, record
+from tests.worker.fakes import FakeProducer, document, publish_batch, record
 
 CONFIG = DetectionConfig()
 DESTINATIONS = Destinations("verdicts", "dead-letters", "stage.changelog", "uniques")
@@ -30,12 +29,10 @@ def publish(
     return publish_batch(
         read_and_sign(records, READING, detector),
         detector,
-        producer,  # type: ignore[arg-type]
-        "group-metadata",
+        producer,
         positions,
         DESTINATIONS,
         CONFIG.signature_fingerprint(),
-        time.perf_counter(),
     )
 
 
@@ -104,12 +101,10 @@ def test_a_dead_letter_too_large_for_its_topic_goes_as_a_truncated_copy_and_the_
     publish_batch(
         read_and_sign(records, InputReading(max_document_bytes=1000), detector),
         detector,
-        producer,  # type: ignore[arg-type]
-        "group-metadata",
+        producer,
         {},
         narrow,
         CONFIG.signature_fingerprint(),
-        time.perf_counter(),
     )
     (letter,) = to(producer, "dead-letters")
     headers = dict(letter.headers or [])
@@ -136,12 +131,10 @@ def test_a_unique_document_too_large_to_forward_gets_its_verdict_and_a_dead_lett
     committed = publish_batch(
         read_and_sign([forwarded], READING, detector),
         detector,
-        producer,  # type: ignore[arg-type]
-        "group-metadata",
+        producer,
         {},
         small,
         CONFIG.signature_fingerprint(),
-        time.perf_counter(),
     )
     assert to(producer, "uniques") == []
     (verdict,) = to(producer, "verdicts")

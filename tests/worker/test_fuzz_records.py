@@ -3,7 +3,7 @@
 Hostile values of every kind (arbitrary bytes; JSON deep, wide, with odd
 types, lone surrogates, NUL, BOM, NaN and Infinity, duplicate keys, huge
 numbers, long ids; arbitrary headers and keys) go through
-:func:`read_record` and :func:`publish_batch` with a fake producer at the
+:func:`read_record` and :func:`~tests.worker.fakes.publish_batch` with a fake producer at the
 client edge. Nothing may escape, and each record must come out exactly once:
 a verdict naming its source, or a dead letter holding its original bytes.
 The short run is part of every test run; ``-m long`` runs many more examples.
@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.messages import DeadLetter, InputDocument, InputReading, read_record
-from stream_dedup.worker.batch import Destinations, publish_batch
+from stream_dedup.worker.batch import Destinations
 from stream_dedup.worker.signing import read_and_sign
-from tests.worker.fakes import FakeProducer, record
+from tests.worker.fakes import FakeProducer, publish_batch, record
 
 CONFIG = DetectionConfig()
 DESTINATIONS = Destinations("verdicts", "dead-letters", "stage.changelog", "uniques")
@@ -104,12 +104,10 @@ def check_every_record_ends_once(items: list[tuple[bytes | None, bytes | None, l
     publish_batch(
         read_and_sign(consumed, READING, _detector),
         _detector,
-        producer,  # type: ignore[arg-type]
-        "group-metadata",
+        producer,
         {},
         DESTINATIONS,
         CONFIG.signature_fingerprint(),
-        time.perf_counter(),
     )
     outcomes: dict[int, list[str]] = {item.offset: [] for item in consumed}
     for sent in producer.committed[0]:
