@@ -489,10 +489,12 @@ class _Session:
                 started,
                 self.texts,
             )
+        except KafkaError:
+            self.finish_commit()  # the session ends: the batch before it is collected first
+            raise
         except Exception as error:
-            # Not a broker fault (judging does not touch the producer, and
-            # re-reading texts never fails): retrying meets the same records in
-            # the same order. After a few identical failures its records are
+            # Not a broker fault (judging does not touch the producer): retrying
+            # meets the same records in the same order. After a few identical failures its records are
             # judged one by one, and the one that fails alone is dead-lettered.
             log.error("judging a batch failed (no transaction was begun for it): %r", error)
             self.finish_commit()  # the batch before it is not at fault
