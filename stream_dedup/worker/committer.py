@@ -15,6 +15,7 @@ commit failed, as for any failed batch (the index then holds a batch whose
 outputs were never committed, so only a restore gives back one that matches).
 """
 
+import queue
 import threading
 from typing import Any
 
@@ -22,17 +23,23 @@ from kafka import KafkaProducer
 
 from stream_dedup.worker.batch import CommittedBatch, Destinations, JudgedBatch, commit_batch
 
-#: Longest wait for an abandoned commit when a session ends on an error (seconds).
-_ABANDON_WAIT_SECONDS = 10.0
+#: Longest wait for a commit still in flight when the session closes (seconds).
+_CLOSE_WAIT_SECONDS = 10.0
 
 
 class BackgroundCommit:
-    """At most one batch's transaction in flight, committed by a thread of its own."""
+    """At most one batch's transaction in flight, committed by a thread of its own (one per session).
+
+    The thread is started once and kept: starting one per batch cost the
+    loop about 5 ms each time, waiting for the new thread to get the GIL.
+    """
 
     def __init__(self, producer: KafkaProducer, destinations: Destinations) -> None:
         self.producer = producer
         self.destinations = destinations
+        self._jobs: queue.SimpleQueue[tuple[JudgedBatch, Any] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
+        self._done = threading.Event()
         self._judged: JudgedBatch | None = None
         self._committed: CommittedBatch | None = None
         self._error: BaseException | None = None
@@ -45,46 +52,54 @@ class BackgroundCommit:
     @property
     def finished(self) -> bool:
         """Whether a batch is in flight and its commit has returned (:meth:`finish` would not wait)."""
-        return self._thread is not None and not self._thread.is_alive()
+        return self._judged is not None and self._done.is_set()
 
     def start(self, judged: JudgedBatch, consumer_group: Any) -> None:
         """Send and commit ``judged`` in the background; the outcome before must have been collected."""
         if self._judged is not None:
             raise RuntimeError("a batch's commit is still in flight: collect it with finish() first")
         self._judged, self._committed, self._error = judged, None, None
-        self._thread = threading.Thread(
-            target=self._commit, args=(judged, consumer_group), name="stream-dedup-commit", daemon=True
-        )
-        self._thread.start()
+        self._done.clear()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._serve, name="stream-dedup-commit", daemon=True)
+            self._thread.start()
+        self._jobs.put((judged, consumer_group))
 
     def finish(self) -> tuple[JudgedBatch, CommittedBatch] | None:
         """Wait for the batch in flight: the batch and its commit, or None if none was.
 
         Raises what committing it raised; the batch is collected either way.
         """
-        judged, thread = self._judged, self._thread
-        if judged is None or thread is None:
+        judged = self._judged
+        if judged is None:
             return None
-        thread.join()
-        self._judged = self._thread = None
+        self._done.wait()
+        self._judged = None
         if self._error is not None:
             raise self._error
         assert self._committed is not None
         return judged, self._committed
 
-    def abandon(self) -> None:
-        """On the way out of a failed session: wait a while for the batch in flight, whatever its outcome.
+    def close(self) -> None:
+        """At the end of a session: wait a while for a batch still in flight, whatever its outcome; end the thread.
 
-        So that the producer is not closed under it. If it is still not done,
-        closing the producer fails it, and its transaction is aborted by the
-        next session's ``init_transactions()`` or times out on the broker.
+        So that the producer is not closed under a commit. If it is still not
+        done, closing the producer fails it, and its transaction is aborted by
+        the next session's ``init_transactions()`` or times out on the broker.
         """
+        if self._judged is not None:
+            self._done.wait(_CLOSE_WAIT_SECONDS)
+            self._judged = None
         if self._thread is not None:
-            self._thread.join(_ABANDON_WAIT_SECONDS)
-        self._judged = self._thread = None
+            self._jobs.put(None)
+            self._thread = None
 
-    def _commit(self, judged: JudgedBatch, consumer_group: Any) -> None:
-        try:
-            self._committed = commit_batch(judged, self.producer, consumer_group, self.destinations)
-        except BaseException as error:  # handed to the loop's thread by finish()
-            self._error = error
+    def _serve(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            judged, consumer_group = job
+            try:
+                self._committed = commit_batch(judged, self.producer, consumer_group, self.destinations)
+            except BaseException as error:  # handed to the loop's thread by finish()
+                self._error = error
+            finally:
+                self._done.set()

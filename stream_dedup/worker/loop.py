@@ -340,8 +340,8 @@ class _Session:
         try:
             self._loop()
         finally:
-            # On an error, the producer is closed next: not under a commit in flight.
-            self.commits.abandon()
+            # The producer is closed next: not under a commit in flight (after an error).
+            self.commits.close()
 
     def _loop(self) -> None:
         s = self.settings

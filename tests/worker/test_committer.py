@@ -33,6 +33,10 @@ class HeldCommits(FakeProducer):
         super().commit_transaction()
 
 
+def committing_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "stream-dedup-commit"]
+
+
 def judged(detector: Detector, first_offset: int, count: int, positions: dict[int, int]) -> JudgedBatch:
     """``count`` distinct documents at offsets ``first_offset``... of partition 0, judged."""
     texts = make_corpus(count, seed=first_offset)
@@ -60,6 +64,8 @@ def test_the_next_batch_is_judged_while_the_one_before_commits_and_transactions_
     assert done is not None and done[0] is first and done[1].report.verdicts.total() == 3
     commits.start(second, "group-metadata")
     assert commits.finish() is not None and commits.finish() is None
+    assert len(committing_threads()) == 1  # one thread for the session, not one per batch
+    commits.close()
     assert producer.calls.count("begin_transaction") == 2
     # Each transaction begins after the one before committed.
     begins = [i for i, call in enumerate(producer.calls) if call == "begin_transaction"]
@@ -79,14 +85,19 @@ def test_a_failed_commit_is_raised_to_the_loop_once_and_the_batch_is_collected()
     with pytest.raises(KafkaTimeoutError, match="broker away"):
         commits.finish()
     assert commits.in_flight is None and commits.finish() is None
+    commits.close()
 
 
-def test_abandoning_waits_for_the_batch_in_flight_before_the_producer_is_closed() -> None:
+def test_closing_waits_for_the_batch_in_flight_before_the_producer_is_closed() -> None:
     producer, detector = HeldCommits(), Detector(CONFIG)
     commits = BackgroundCommit(producer, DESTINATIONS)
     commits.start(judged(detector, 0, 1, {}), "group-metadata")
     assert producer.committing.wait(10)
     threading.Timer(0.2, producer.release.set).start()
-    commits.abandon()
+    commits.close()
     assert producer.calls[-1] == "commit_transaction" and len(producer.committed) == 1
     assert commits.in_flight is None
+    deadline = time.monotonic() + 10
+    while committing_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert committing_threads() == []  # the thread ends with the session
