@@ -26,8 +26,14 @@ from stream_dedup.kafka.clients import KafkaConnection
 DEFAULT_CACHE_BYTES = 32 << 20
 #: Longest wait for one record before giving up on it.
 DEFAULT_TIMEOUT_SECONDS = 10.0
-#: Records one poll may return: the one asked for and the ones after it.
-_RECORDS_PER_POLL = 200
+#: Records one poll may return: the one asked for and a few after it. Few:
+#: kafka-python parses every record it returns, and the records a stage asks
+#: for again (the earlier half of a near-duplicate pair) lie anywhere in the
+#: partition, seldom next to each other.
+_RECORDS_PER_POLL = 8
+#: Bytes a fetch asks of a partition: one record batch is returned whatever
+#: its size (KIP-74), so this bounds only what comes with it, unread.
+_FETCH_BYTES = 64 << 10
 _POLL_MS = 500
 #: How long a listing of the topics is trusted: listing them is a round trip to
 #: the broker, which a stage reading texts again would otherwise pay per fetch.
@@ -64,6 +70,7 @@ class RecordLookup:
             # the start; the offset check in fetch() then finds the gap.
             auto_offset_reset="earliest",
             max_poll_records=_RECORDS_PER_POLL,
+            max_partition_fetch_bytes=_FETCH_BYTES,
             # A topic deleted since it was last listed is not created again by a fetch.
             allow_auto_create_topics=False,
         )
