@@ -32,7 +32,7 @@ from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputDocument, InputReading, match_coordinates, read_record
-from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
+from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, RecordGone, RecordLookup
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,12 @@ FETCH_SECONDS_PER_BATCH = 10.0
 class RecordTexts:
     """Normalised texts of the documents of ``topic``, by source pointer (a ``DocumentTexts``)."""
 
-    def __init__(self, connection: KafkaConnection, topic: str, reading: InputReading) -> None:
+    def __init__(
+        self, connection: KafkaConnection, topic: str, reading: InputReading, cache_bytes: int = DEFAULT_CACHE_BYTES
+    ) -> None:
+        """``cache_bytes``: records fetched (and those of the batches handed over) kept, the least recently used out."""
         self._connection = connection
+        self._cache_bytes = cache_bytes
         self._topic = topic
         self._reading = reading
         self._lookup: RecordLookup | None = None
@@ -83,7 +87,7 @@ class RecordTexts:
         """The lookup, made now if need be; ``None`` if it cannot be (tried again next call)."""
         if self._lookup is None:
             try:
-                self._lookup = RecordLookup(self._connection)
+                self._lookup = RecordLookup(self._connection, self._cache_bytes)
             except KafkaError as error:
                 log.warning("cannot read input records again (%r): pairs near the threshold go to the estimate", error)
                 return None

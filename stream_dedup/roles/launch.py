@@ -23,7 +23,9 @@ def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) ->
         per_step = max(1, _SHARD_DOCUMENTS_PER_STEP // s.batch_size)
         store = SnapshotStore(snapshot_directory(s), s.snapshots_kept)
         texts = (
-            RecordTexts(s.connection(), s.input_topic, s.input_reading()) if s.detection.settles_with_texts else None
+            RecordTexts(s.connection(), s.input_topic, s.input_reading(), s.text_cache_mb << 20)
+            if s.detection.settles_with_texts
+            else None
         )
         return RoleRunner(s, lambda: Shard(s, store, events, texts), events, max_poll_records=per_step)
     if s.role == "judge":

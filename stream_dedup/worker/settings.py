@@ -125,6 +125,11 @@ class WorkerSettings(ConnectionSettings):
         "records of one input partition fetched and not yet judged, at most; more are fetched again later "
         "(default: 2 x batch_size, at least 1000)",
     )
+    text_cache_mb: int = _setting(
+        32,
+        "memory for input records read again to settle pairs near the threshold by their texts; "
+        "the least recently used go first",
+    )
     signing_processes: int = _computed_setting(
         default_signing_processes,
         "processes that read and sign the next batch while this one is judged and committed "
@@ -223,6 +228,8 @@ class WorkerSettings(ConnectionSettings):
                 "max_partition_buffered_records",
                 f"must be between 1 and 10000000 records (unset: 2 x batch_size, at least 1000), got {buffered}",
             )
+        if not 1 <= self.text_cache_mb <= 65_536:
+            raise ConfigError("text_cache_mb", f"must be between 1 and 65536 (64 GiB), got {self.text_cache_mb}")
         if not 0 <= self.signing_processes <= _MAX_SIGNING_PROCESSES:
             raise ConfigError(
                 "signing_processes",

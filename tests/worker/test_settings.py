@@ -91,6 +91,7 @@ def test_values_from_the_environment_are_typed() -> None:
         ({}, {"STREAM_DEDUP_MAX_PARTITION_IDLE_MS": "600001"}, "max_partition_idle_ms"),
         ({"max_partition_buffered_records": "0"}, {}, "max_partition_buffered_records"),
         ({}, {"STREAM_DEDUP_MAX_PARTITION_BUFFERED_RECORDS": "lots"}, "max_partition_buffered_records"),
+        ({"text_cache_mb": "0"}, {}, "text_cache_mb"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_setting(
