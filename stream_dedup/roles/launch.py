@@ -23,7 +23,7 @@ def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) ->
         per_step = max(1, _SHARD_DOCUMENTS_PER_STEP // s.batch_size)
         store = SnapshotStore(snapshot_directory(s), s.snapshots_kept)
         texts = (
-            RecordTexts(s.connection(), s.input_topic, s.input_reading(), s.text_cache_mb << 20)
+            RecordTexts(s.connection(), s.input_topic, s.input_reading(), s.text_cache_bytes)
             if s.detection.settles_with_texts
             else None
         )

@@ -72,7 +72,7 @@ class CommittedBatch:
     report: BatchReport
 
 
-@dataclass
+@dataclass(frozen=True)
 class JudgedBatch:
     """A batch judged (the detector holds it) and everything its transaction will hold, not yet sent.
 

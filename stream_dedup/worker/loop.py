@@ -247,7 +247,7 @@ class Worker:
             opened.callback(end_offsets.close)
             texts = None
             if s.detection.settles_with_texts:
-                texts = RecordTexts(s.connection(), s.input_topic, s.input_reading(), s.text_cache_mb << 20)
+                texts = RecordTexts(s.connection(), s.input_topic, s.input_reading(), s.text_cache_bytes)
                 opened.callback(texts.close)
             _Session(self, replay, detector, schedule, producer, consumer, end_offsets, texts).run()
 

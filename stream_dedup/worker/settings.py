@@ -284,6 +284,11 @@ class WorkerSettings(ConnectionSettings):
             raise ConfigError("answers_topic", "must differ from sequenced_topic")
 
     @property
+    def text_cache_bytes(self) -> int:
+        """``text_cache_mb`` in bytes, as the record lookup counts them."""
+        return self.text_cache_mb << 20
+
+    @property
     def partition_buffer_limit(self) -> int:
         """Records an input partition may hold fetched and not yet judged (event-time order).
 

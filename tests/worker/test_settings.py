@@ -45,6 +45,11 @@ def test_a_partition_buffers_two_batches_at_least_1000_records_unless_set() -> N
     assert resolve_settings({"batch_size": "5000"}, environ).partition_buffer_limit == 50
 
 
+def test_the_text_cache_is_32_mib_unless_set_from_the_environment() -> None:
+    assert resolve_settings({}, {}).text_cache_bytes == 32 << 20
+    assert resolve_settings({}, {"STREAM_DEDUP_TEXT_CACHE_MB": "128"}).text_cache_bytes == 128 << 20
+
+
 def test_every_setting_holds_a_value_of_its_declared_type() -> None:
     settings = WorkerSettings()
     hints = typing.get_type_hints(WorkerSettings)
