@@ -13,7 +13,6 @@ That is an answer (:class:`RecordGone`, saying why), not an error.
 """
 
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -21,6 +20,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.sized_lru import SizedLru
 
 #: Bytes of fetched records kept (keys and values); the least recently used go first.
 DEFAULT_CACHE_BYTES = 32 << 20
@@ -76,9 +76,7 @@ class RecordLookup:
         )
         self._topics: set[str] = set()
         self._topics_listed = float("-inf")
-        self._cache: OrderedDict[tuple[str, int, int], Any] = OrderedDict()
-        self._cached_bytes = 0
-        self._cache_bytes = cache_bytes
+        self._cache: SizedLru[tuple[str, int, int], Any] = SizedLru(cache_bytes, _size)
         self._timeout = timeout_seconds
 
     def __enter__(self) -> "RecordLookup":
@@ -97,10 +95,9 @@ class RecordLookup:
         timeout, an ACL) is its answer too, so that showing one record never
         stops the reader showing the next.
         """
-        key = (topic, partition, offset)
-        if key in self._cache:
-            self._cache.move_to_end(key)
-            return self._cache[key]
+        cached = self._cache.get((topic, partition, offset))
+        if cached is not None:
+            return cached
         try:
             return self._fetch(topic, partition, offset)
         except KafkaError as error:
@@ -153,13 +150,7 @@ class RecordLookup:
     def keep(self, records: Sequence[Any]) -> None:
         """Remember ``records`` (consumed elsewhere) as if fetched: fetching one of them then asks nothing of Kafka."""
         for record in records:
-            key = (record.topic, record.partition, record.offset)
-            if key not in self._cache:
-                self._cache[key] = record
-                self._cached_bytes += _size(record)
-        while self._cached_bytes > self._cache_bytes and len(self._cache) > 1:
-            _, dropped = self._cache.popitem(last=False)
-            self._cached_bytes -= _size(dropped)
+            self._cache.put((record.topic, record.partition, record.offset), record)
 
 
 def _size(record: Any) -> int:
