@@ -120,6 +120,21 @@ def _read(record: Any, source: Source, reading: InputReading) -> InputDocument |
     return InputDocument(key_id or f"{source.topic}:{source.partition}:{source.offset}", fields.text, source, record)
 
 
+def document_text(value: bytes | None, reading: InputReading) -> str | None:
+    """The normalised text :func:`read_record` finds in a record with this value; ``None`` if it finds none.
+
+    For a document's text read again: the record's key and coordinates never
+    change its text, so its value alone is kept for it. Never raises.
+    """
+    if value is None or len(value) > reading.max_document_bytes:
+        return None
+    try:
+        fields = _fields(value, reading)
+    except Exception:  # read_record makes this record a dead letter (internal_error): it holds no text either
+        return None
+    return None if isinstance(fields, Refusal) else fields.text
+
+
 def _fields(value: bytes, reading: InputReading) -> DocumentFields | Refusal:
     text = decode_utf8(value)
     if isinstance(text, Refusal):

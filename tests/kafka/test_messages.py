@@ -16,6 +16,7 @@ from stream_dedup.kafka.messages import (
     InputReading,
     Source,
     dead_letter_headers,
+    document_text,
     read_record,
     source_pointer,
     verdict_value,
@@ -204,3 +205,27 @@ def test_unique_and_duplicate_values_stay_format_2_without_a_containment_field()
     for verdict in (Verdict("b", "unique"), Verdict("b", "duplicate", "a", 0.9, 3)):
         value = json.loads(verdict_value(verdict, document.source, "abcd"))
         assert value["format_version"] == 2 and "containment" not in value
+
+
+_JSON_VALUES = st.builds(
+    lambda doc: json.dumps(doc).encode(),
+    st.fixed_dictionaries(
+        {"text": st.one_of(st.text(), st.integers(), st.none())},
+        optional={"id": st.one_of(st.text(max_size=5), st.integers(), st.booleans()), "other": st.text(max_size=5)},
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.one_of(st.none(), st.binary(max_size=64), _JSON_VALUES, st.sampled_from([h[2] for h in HOSTILE])),
+    input_format=st.sampled_from(["json", "text"]),
+)
+def test_document_text_is_the_text_read_record_finds(value: bytes | None, input_format: str) -> None:
+    reading = InputReading(input_format=input_format, max_document_bytes=MAX_DOCUMENT_BYTES)
+    read = read_record(Record(key=b"k", value=value), reading)
+    text = document_text(value, reading)
+    if isinstance(read, InputDocument):
+        assert text == read.text
+    elif read.reason not in ("invalid_id", "id_too_long"):  # the id never changes the text
+        assert text is None
