@@ -6,11 +6,18 @@ estimated similarity is too near the threshold to judge
 (:mod:`stream_dedup.engine.text_verification`) is settled by the two
 documents' texts, so the stage reads those records again, committed ones
 only, and reads them as it read them the first time (same JSON field, same
-normalisation). The batch being judged is handed over as consumed, so its
-own rows cost no fetch; an earlier document usually does once, and the
-records after it come with it (:class:`~stream_dedup.kafka.record_lookup.RecordLookup`
-keeps them). A record the topic no longer holds leaves its pairs to the
+normalisation). A record the topic no longer holds leaves its pairs to the
 estimate.
+
+What is read again is most often recent: the batch being judged, and the
+earlier documents its near-copies match. So the value of every record judged
+is kept, compressed in blocks of neighbouring offsets
+(:mod:`stream_dedup.kafka.value_blocks`), up to the ``text_cache_mb``
+budget, the least recently used first out: about 1.5 times as many records
+as the records themselves would fill it with. An earlier document no longer
+held costs a fetch, a round trip and kafka-python parsing the records before
+it in its record batch (about 2 ms in all, on the worker's loop); a held one
+costs the decompression of its block (about 20 µs).
 
 The lookup's consumer is made on the first fetch: a stage whose pairs are
 never near the threshold, or whose method needs no text, never opens it.
@@ -31,13 +38,16 @@ import numpy.typing as npt
 from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
-from stream_dedup.kafka.messages import InputDocument, InputReading, match_coordinates, read_record
+from stream_dedup.kafka.messages import InputReading, document_text, match_coordinates
 from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, RecordGone, RecordLookup
+from stream_dedup.kafka.value_blocks import ValueBlocks
 
 log = logging.getLogger(__name__)
 
 #: Longest time one call spends fetching: well within a batch's transaction timeout.
 FETCH_SECONDS_PER_BATCH = 10.0
+#: Of the budget, what the lookup keeps of the records a fetch brings after the one asked for (at most an eighth).
+_LOOKUP_BYTES = 1 << 20
 
 
 class RecordTexts:
@@ -46,51 +56,51 @@ class RecordTexts:
     def __init__(
         self, connection: KafkaConnection, topic: str, reading: InputReading, cache_bytes: int = DEFAULT_CACHE_BYTES
     ) -> None:
-        """``cache_bytes``: records fetched (and those of the batches handed over) kept, the least recently used out."""
+        """``cache_bytes``: the memory for record values kept (compressed), the batches' and those fetched."""
         self._connection = connection
-        self._cache_bytes = cache_bytes
         self._topic = topic
         self._reading = reading
         self._lookup: RecordLookup | None = None
-        self._consumed: list[Any] = []
+        self._lookup_bytes = min(_LOOKUP_BYTES, cache_bytes // 8)
+        self._values = ValueBlocks(cache_bytes - self._lookup_bytes)
+        #: The values of the batch being judged, as they are: every pair has one document in it.
+        self._batch: dict[tuple[int, int], bytes] = {}
 
     def keep(self, records: Sequence[Any]) -> None:
-        """The records of the batch being judged, consumed already: their texts need no fetch."""
-        if self._lookup is None:
-            self._consumed = list(records)
-        else:
-            self._lookup.keep(records)
+        """The records of the batch being judged, consumed already: their texts will need no fetch, now or later."""
+        self._batch = {(record.partition, record.offset): record.value or b"" for record in records}
+        self._values.add((partition, offset, value) for (partition, offset), value in self._batch.items())
 
     def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
         """The normalised text of each source's record; ``None`` for a record gone or not a document."""
-        lookup = self._open()
-        if lookup is None:
-            return [None] * sources.size
-        texts: list[str | None] = []
         deadline = time.monotonic() + FETCH_SECONDS_PER_BATCH
-        for source in sources.tolist():
-            if time.monotonic() > deadline:
-                texts.append(None)
-                continue
-            partition, offset = match_coordinates(source)
-            record = lookup.fetch(self._topic, partition, offset)
-            item = None if isinstance(record, RecordGone) else read_record(record, self._reading)
-            texts.append(item.text if isinstance(item, InputDocument) else None)
-        return texts
+        return [document_text(self._value(pointer, deadline), self._reading) for pointer in sources.tolist()]
 
     def close(self) -> None:
         if self._lookup is not None:
             self._lookup.close()
             self._lookup = None
 
+    def _value(self, pointer: int, deadline: float) -> bytes | None:
+        """The value of the record at ``pointer``, kept or fetched; ``None`` if it cannot be had by ``deadline``."""
+        partition, offset = match_coordinates(pointer)
+        kept = self._batch.get((partition, offset)) or self._values.get(partition, offset)
+        if kept is not None:
+            return kept
+        lookup = self._open() if time.monotonic() <= deadline else None
+        if lookup is None:
+            return None
+        record = lookup.fetch(self._topic, partition, offset)
+        if isinstance(record, RecordGone):
+            return None
+        self._values.add([(partition, offset, record.value or b"")])
+        return record.value  # type: ignore[no-any-return]
+
     def _open(self) -> RecordLookup | None:
         """The lookup, made now if need be; ``None`` if it cannot be (tried again next call)."""
         if self._lookup is None:
             try:
-                self._lookup = RecordLookup(self._connection, self._cache_bytes)
+                self._lookup = RecordLookup(self._connection, self._lookup_bytes)
             except KafkaError as error:
                 log.warning("cannot read input records again (%r): pairs near the threshold go to the estimate", error)
-                return None
-            self._lookup.keep(self._consumed)
-            self._consumed = []
         return self._lookup

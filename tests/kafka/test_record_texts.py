@@ -1,0 +1,104 @@
+"""Texts read again by source pointer: records judged are kept compressed, and only the others are fetched.
+
+The fetching itself is tested on the broker (tests/kafka_stage/test_text_verification.py);
+here a stand-in lookup counts what would have been fetched.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, ClassVar, NamedTuple
+
+import numpy as np
+import pytest
+
+from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.messages import InputReading
+from stream_dedup.kafka.record_lookup import RecordGone
+from stream_dedup.kafka.record_texts import RecordTexts
+from stream_dedup.text import normalize
+from tests.real_text import stdlib_paragraphs
+
+
+class Record(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+class CountingLookup:
+    """Stands in for RecordLookup: fetches nothing, counts the records asked for."""
+
+    asked: ClassVar[list[tuple[str, int, int]]] = []
+
+    def __init__(self, *args: Any) -> None:
+        pass
+
+    def fetch(self, topic: str, partition: int, offset: int) -> RecordGone:
+        CountingLookup.asked.append((topic, partition, offset))
+        return RecordGone("not in this test")
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.fixture
+def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.RecordLookup", CountingLookup)
+    CountingLookup.asked = []
+    return CountingLookup.asked
+
+
+def records(texts: list[str | None], partition: int = 0) -> list[Record]:
+    values = [None if t is None else json.dumps({"id": f"d{i}", "text": t}).encode() for i, t in enumerate(texts)]
+    return [Record("documents", partition, i, 0, None, value) for i, value in enumerate(values)]
+
+
+def pointers(partition: int, offsets: range | list[int]) -> np.ndarray:
+    return np.array([(partition << 48) | offset for offset in offsets], dtype=np.uint64)
+
+
+def texts(cache_bytes: int = 32 << 20) -> RecordTexts:
+    return RecordTexts(KafkaConnection("127.0.0.1:1"), "documents", InputReading(), cache_bytes)
+
+
+def test_the_records_kept_give_their_normalised_texts_without_a_fetch(asked: list[tuple[str, int, int]]) -> None:
+    kept = texts()
+    kept.keep(records(["Some  TEXT here", None, "Ünïcode ﬁne"], partition=3))
+    assert kept.texts_of(pointers(3, [2, 0, 1])) == [normalize("Ünïcode ﬁne"), "some text here", None]
+    assert asked == []
+    assert kept.texts_of(pointers(4, [0])) == [None] and asked == [("documents", 4, 0)]
+
+
+def test_compressed_the_budget_holds_more_prose_than_its_size(asked: list[tuple[str, int, int]]) -> None:
+    paragraphs = list(stdlib_paragraphs(400)[:150])
+    batch = records(paragraphs)
+    raw = sum(len(r.value or b"") for r in batch)
+    kept = texts(cache_bytes=raw * 3 // 4)
+    kept.keep(batch)
+    assert kept.texts_of(pointers(0, range(len(batch)))) == [normalize(p) for p in paragraphs]
+    assert asked == []
+
+
+def test_past_the_budget_the_least_recently_used_are_fetched_again(asked: list[tuple[str, int, int]]) -> None:
+    paragraphs = list(stdlib_paragraphs(400)[:150])
+    kept = texts(cache_bytes=32 << 10)
+    batch = records(paragraphs)
+    for start in range(0, len(batch), 10):
+        kept.keep(batch[start : start + 10])
+    found = kept.texts_of(pointers(0, range(len(paragraphs))))
+    held = [i for i, text in enumerate(found) if text is not None]
+    assert 0 < len(held) < len(paragraphs)
+    assert held == list(range(held[0], len(paragraphs)))  # the newest
+    assert [offset for _, _, offset in asked] == list(range(held[0]))
+
+
+def test_the_batch_being_judged_needs_no_fetch_whatever_the_budget(asked: list[tuple[str, int, int]]) -> None:
+    paragraphs = list(stdlib_paragraphs(400)[:40])
+    kept = texts(cache_bytes=1)
+    kept.keep(records(paragraphs))
+    assert kept.texts_of(pointers(0, range(len(paragraphs)))) == [normalize(p) for p in paragraphs]
+    assert asked == []
