@@ -7,7 +7,7 @@ here a stand-in lookup counts what would have been fetched.
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 import numpy as np
 import pytest
@@ -17,16 +17,8 @@ from stream_dedup.kafka.messages import InputReading
 from stream_dedup.kafka.record_lookup import RecordGone
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.text import normalize
+from stream_dedup.worker.signer_wire import WireRecord
 from tests.real_text import stdlib_paragraphs
-
-
-class Record(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
 
 
 class CountingLookup:
@@ -52,9 +44,9 @@ def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     return CountingLookup.asked
 
 
-def records(texts: list[str | None], partition: int = 0) -> list[Record]:
+def records(texts: list[str | None], partition: int = 0) -> list[WireRecord]:
     values = [None if t is None else json.dumps({"id": f"d{i}", "text": t}).encode() for i, t in enumerate(texts)]
-    return [Record("documents", partition, i, 0, None, value) for i, value in enumerate(values)]
+    return [WireRecord("documents", partition, i, 0, None, value) for i, value in enumerate(values)]
 
 
 def pointers(partition: int, offsets: range | list[int]) -> np.ndarray:
