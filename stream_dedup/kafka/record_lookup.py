@@ -12,6 +12,7 @@ A record may be gone, deleted by its topic's retention or with its topic.
 That is an answer (:class:`RecordGone`, saying why), not an error.
 """
 
+import logging
 import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
@@ -21,6 +22,8 @@ from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.sized_lru import SizedLru
+
+log = logging.getLogger(__name__)
 
 #: Bytes of fetched records kept (keys and values); the least recently used go first.
 DEFAULT_CACHE_BYTES = 32 << 20
@@ -33,7 +36,7 @@ DEFAULT_TIMEOUT_SECONDS = 10.0
 _RECORDS_PER_POLL = 8
 #: Bytes a fetch asks of a partition: one record batch is returned whatever
 #: its size (KIP-74), so this bounds only what comes with it, unread.
-_FETCH_BYTES = 64 << 10
+FETCH_BYTES = 64 << 10
 _POLL_MS = 500
 #: How long a listing of the topics is trusted: listing them is a round trip to
 #: the broker, which a stage reading texts again would otherwise pay per fetch.
@@ -60,7 +63,9 @@ class RecordLookup:
         connection: KafkaConnection,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
+        fetch_bytes: int = FETCH_BYTES,
     ) -> None:
+        """``fetch_bytes``: what one fetch asks of a partition; more for reading spans (:meth:`records_between`)."""
         self._consumer = KafkaConsumer(
             **connection.options(),
             group_id=None,
@@ -70,7 +75,7 @@ class RecordLookup:
             # the start; the offset check in fetch() then finds the gap.
             auto_offset_reset="earliest",
             max_poll_records=_RECORDS_PER_POLL,
-            max_partition_fetch_bytes=_FETCH_BYTES,
+            max_partition_fetch_bytes=fetch_bytes,
             # A topic deleted since it was last listed is not created again by a fetch.
             allow_auto_create_topics=False,
         )
@@ -122,6 +127,34 @@ class RecordLookup:
             if self._consumer.position(where) > offset or offset >= self._consumer.end_offsets([where])[where]:
                 return self._missing(where, offset)
         return RecordGone(f"not fetched from {topic} partition {partition} within {self._timeout:g} s")
+
+    def records_between(self, topic: str, partition: int, start: int, end: int) -> list[Any]:
+        """The committed records of offsets ``start`` to ``end - 1`` still held, read in order: one read for many.
+
+        Records deleted, transaction markers and aborted records leave gaps.
+        Never raises: a Kafka error, or ``timeout_seconds`` spent, ends the
+        read with the records read so far. They are not kept here: the
+        caller asked for all of them at once.
+        """
+        found: list[Any] = []
+        try:
+            self._read_between(TopicPartition(topic, partition), start, end, found)
+        except KafkaError as error:
+            log.warning("reading %s partition %d again from offset %d stopped: %r", topic, partition, start, error)
+        return found
+
+    def _read_between(self, where: TopicPartition, start: int, end: int, found: list[Any]) -> None:
+        if not self._exists(where.topic) or where.partition not in self._consumer.partitions_for_topic(where.topic):
+            return
+        self._consumer.assign([where])
+        self._consumer.seek(where, start)
+        deadline = time.monotonic() + self._timeout
+        while time.monotonic() < deadline:
+            records = self._consumer.poll(timeout_ms=_POLL_MS, max_records=end - start).get(where, [])
+            found.extend(record for record in records if record.offset < end)
+            position = self._consumer.position(where)
+            if position >= end or (not records and position >= self._consumer.end_offsets([where])[where]):
+                return
 
     def _exists(self, topic: str) -> bool:
         """Whether ``topic`` exists, by a listing of every topic (a topic missing from it is listed again).

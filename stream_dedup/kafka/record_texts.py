@@ -19,6 +19,12 @@ held costs a fetch, a round trip and kafka-python parsing the records before
 it in its record batch (about 2 ms in all, on the worker's loop); a held one
 costs the decompression of its block (about 20 µs).
 
+A stage that reads its documents from elsewhere (a shard reads signature
+records from the sequenced topic) tells which records the batch holds
+(:meth:`RecordTexts.expect`): the first text asked for among them brings its
+partition's whole span of the batch in one read (a few round trips, where a
+fetch per document would cost one each), and keeps it.
+
 The lookup's consumer is made on the first fetch: a stage whose pairs are
 never near the threshold, or whose method needs no text, never opens it.
 Fetching never fails a batch (the batch would fail again after every
@@ -30,6 +36,7 @@ estimate, counted as unsettled.
 
 import logging
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -39,13 +46,21 @@ from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, document_text, match_coordinates
-from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, RecordGone, RecordLookup
+from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, FETCH_BYTES, RecordGone, RecordLookup
 from stream_dedup.kafka.value_blocks import ValueBlocks
+from stream_dedup.lsh.generation import NO_SOURCE
 
 log = logging.getLogger(__name__)
 
 #: Longest time one call spends fetching: well within a batch's transaction timeout.
 FETCH_SECONDS_PER_BATCH = 10.0
+#: A partition's span of an expected batch is read at once if it holds at most this many times the
+#: batch's documents there, plus _SPAN_EXTRA records (transaction markers, other readers' records);
+#: a sparser one is fetched record by record.
+_SPAN_SLACK = 2
+_SPAN_EXTRA = 64
+#: What one fetch of a span asks of its partition: a batch's span of 1 KB documents in one round trip.
+_SPAN_FETCH_BYTES = 1 << 20
 #: Of the budget, what the lookup keeps of the records a fetch brings after the one asked for (at most an eighth).
 _LOOKUP_BYTES = 1 << 20
 
@@ -61,15 +76,37 @@ class RecordTexts:
         self._topic = topic
         self._reading = reading
         self._lookup: RecordLookup | None = None
+        #: Reads spans (see expect()): asks more of a fetch, keeps nothing itself.
+        self._span_lookup: RecordLookup | None = None
         self._lookup_bytes = min(_LOOKUP_BYTES, cache_bytes // 8)
         self._values = ValueBlocks(cache_bytes - self._lookup_bytes)
         #: The values of the batch being judged, as they are: every pair has one document in it.
         self._batch: dict[tuple[int, int], bytes] = {}
+        #: Partition -> [start, end) offsets of the expected batch not read yet (see expect()).
+        self._spans: dict[int, tuple[int, int]] = {}
 
     def keep(self, records: Sequence[Any]) -> None:
         """The records of the batch being judged, consumed already: their texts will need no fetch, now or later."""
         self._batch = {(record.partition, record.offset): record.value or b"" for record in records}
         self._values.add((partition, offset, value) for (partition, offset), value in self._batch.items())
+
+    def expect(self, sources: npt.NDArray[np.uint64]) -> None:
+        """The source pointers of the batch about to be judged, whose records this stage did not read itself.
+
+        Nothing is read now: a batch whose pairs need no text costs nothing.
+        A partition's span is read whole only if it is dense (the documents
+        of one read of the input, not a few records far apart).
+        """
+        offsets: defaultdict[int, list[int]] = defaultdict(list)
+        for pointer in sources.tolist():
+            if pointer != NO_SOURCE:
+                partition, offset = match_coordinates(pointer)
+                offsets[partition].append(offset)
+        self._spans = {
+            partition: (min(held), max(held) + 1)
+            for partition, held in offsets.items()
+            if max(held) + 1 - min(held) <= _SPAN_SLACK * len(held) + _SPAN_EXTRA
+        }
 
     def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
         """The normalised text of each source's record; ``None`` for a record gone or not a document."""
@@ -77,9 +114,10 @@ class RecordTexts:
         return [document_text(self._value(pointer, deadline), self._reading) for pointer in sources.tolist()]
 
     def close(self) -> None:
-        if self._lookup is not None:
-            self._lookup.close()
-            self._lookup = None
+        for lookup in (self._lookup, self._span_lookup):
+            if lookup is not None:
+                lookup.close()
+        self._lookup = self._span_lookup = None
 
     def _value(self, pointer: int, deadline: float) -> bytes | None:
         """The value of the record at ``pointer``, kept or fetched; ``None`` if it cannot be had by ``deadline``."""
@@ -87,20 +125,34 @@ class RecordTexts:
         kept = self._batch.get((partition, offset)) or self._values.get(partition, offset)
         if kept is not None:
             return kept
-        lookup = self._open() if time.monotonic() <= deadline else None
-        if lookup is None:
+        if time.monotonic() > deadline:
             return None
-        record = lookup.fetch(self._topic, partition, offset)
+        start, end = self._spans.get(partition, (0, 0))
+        if start <= offset < end:
+            del self._spans[partition]
+            self._span_lookup = self._span_lookup or _opened(self._connection, 0, _SPAN_FETCH_BYTES)
+            if self._span_lookup is not None:
+                span = self._span_lookup.records_between(self._topic, partition, start, end)
+                self._values.add((partition, record.offset, record.value or b"") for record in span)
+                kept = self._values.get(partition, offset)
+                if kept is not None:
+                    return kept
+        if time.monotonic() > deadline:  # opening the span's lookup may have taken it
+            return None
+        self._lookup = self._lookup or _opened(self._connection, self._lookup_bytes, FETCH_BYTES)
+        if self._lookup is None:
+            return None
+        record = self._lookup.fetch(self._topic, partition, offset)
         if isinstance(record, RecordGone):
             return None
         self._values.add([(partition, offset, record.value or b"")])
         return record.value  # type: ignore[no-any-return]
 
-    def _open(self) -> RecordLookup | None:
-        """The lookup, made now if need be; ``None`` if it cannot be (tried again next call)."""
-        if self._lookup is None:
-            try:
-                self._lookup = RecordLookup(self._connection, self._lookup_bytes)
-            except KafkaError as error:
-                log.warning("cannot read input records again (%r): pairs near the threshold go to the estimate", error)
-        return self._lookup
+
+def _opened(connection: KafkaConnection, cache_bytes: int, fetch_bytes: int) -> RecordLookup | None:
+    """A lookup, or ``None`` if it cannot be made now (tried again at the next text asked for)."""
+    try:
+        return RecordLookup(connection, cache_bytes, fetch_bytes=fetch_bytes)
+    except KafkaError as error:
+        log.warning("cannot read input records again (%r): pairs near the threshold go to the estimate", error)
+        return None

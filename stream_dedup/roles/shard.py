@@ -150,6 +150,8 @@ class Shard(RoleWork):
             answering = batch.offset >= self.answered_from
             # A batch of no document (a worker's changelog holds some) changes no index: skipped, as a replay does.
             texts = self.texts if answering else None
+            if texts is not None:
+                texts.expect(batch.entry.documents.sources)
             answer = self.index.answer(batch.entry.documents, batch.keys, texts) if count else None
             self.covered = batch.offset + 1
             if not answering:
@@ -240,7 +242,11 @@ class Shard(RoleWork):
         Waits for a write under way for a quarter of the grace period at most,
         so that the whole stop stays within it (past it the process exits, and
         the next take-over replays from the last snapshot, as after kill -9).
+        Its consumers reading input records again are closed (opened again if
+        another session asks for a text).
         """
+        if self.texts is not None:
+            self.texts.close()
         covered = self.covered
         if covered is None or not self.store.wait(self.settings.shutdown_grace_seconds / 4):
             return

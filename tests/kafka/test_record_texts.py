@@ -25,13 +25,18 @@ class CountingLookup:
     """Stands in for RecordLookup: fetches nothing, counts the records asked for."""
 
     asked: ClassVar[list[tuple[str, int, int]]] = []
+    spans: ClassVar[list[tuple[int, int, int]]] = []
 
-    def __init__(self, *args: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         pass
 
     def fetch(self, topic: str, partition: int, offset: int) -> RecordGone:
         CountingLookup.asked.append((topic, partition, offset))
         return RecordGone("not in this test")
+
+    def records_between(self, topic: str, partition: int, start: int, end: int) -> list[WireRecord]:
+        CountingLookup.spans.append((partition, start, end))
+        return []
 
     def close(self) -> None:
         pass
@@ -40,7 +45,7 @@ class CountingLookup:
 @pytest.fixture
 def asked(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int, int]]:
     monkeypatch.setattr("stream_dedup.kafka.record_texts.RecordLookup", CountingLookup)
-    CountingLookup.asked = []
+    CountingLookup.asked, CountingLookup.spans = [], []
     return CountingLookup.asked
 
 
@@ -94,3 +99,14 @@ def test_the_batch_being_judged_needs_no_fetch_whatever_the_budget(asked: list[t
     kept.keep(records(paragraphs))
     assert kept.texts_of(pointers(0, range(len(paragraphs)))) == [normalize(p) for p in paragraphs]
     assert asked == []
+
+
+def test_an_expected_batch_is_read_by_span_where_dense_and_record_by_record_where_sparse(
+    asked: list[tuple[str, int, int]],
+) -> None:
+    kept = texts()
+    dense, sparse = pointers(1, range(100, 300, 2)), pointers(2, [5, 50_000])
+    kept.expect(np.concatenate((dense, sparse)))
+    assert kept.texts_of(np.concatenate((dense[:3], sparse))) == [None] * 5  # the stand-in reads nothing
+    assert CountingLookup.spans == [(1, 100, 299)]  # once, at the first text asked for
+    assert [offset for _, _, offset in asked] == [100, 102, 104, 5, 50_000]  # what the span did not bring

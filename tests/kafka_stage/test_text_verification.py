@@ -9,14 +9,19 @@ The published verdicts are exact brute force's, as the offline command's are.
 from __future__ import annotations
 
 import json
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
+from kafka import KafkaProducer
 
 from benchmarks.corpus import planted_stream
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.record_lookup import RecordLookup
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.text import normalize_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
@@ -81,3 +86,46 @@ def test_record_texts_gives_normalised_texts_and_none_for_what_it_cannot_read(st
         texts.close()
     unreachable = RecordTexts(KafkaConnection("127.0.0.1:1"), stage.input_topic, settings.input_reading())
     assert unreachable.texts_of(pointers[:1]) == [None]  # never raises: the pair goes to the estimate
+
+
+def test_an_expected_batch_is_read_in_one_span_per_partition_and_aborted_records_are_not_texts(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shard's batch: its texts come from one read of each dense span, never from aborted records."""
+    paragraphs = list(stdlib_paragraphs()[:120])
+    produce(stage.bootstrap, stage.input_topic, [(None, doc(i, t), 0) for i, t in enumerate(paragraphs[:60])])
+    aborted = KafkaProducer(bootstrap_servers=stage.bootstrap, transactional_id=f"aborting-{stage.group_id}")
+    aborted.init_transactions()
+    aborted.begin_transaction()
+    aborted.send(stage.input_topic, value=doc(999, "never committed, never a text"), partition=0)
+    aborted.flush()
+    aborted.abort_transaction()
+    aborted.close()
+    produce(stage.bootstrap, stage.input_topic, [(None, doc(i, t), 0) for i, t in enumerate(paragraphs[60:], 60)])
+    calls: Counter[str] = Counter()
+    for method in ("fetch", "records_between"):
+        original = getattr(RecordLookup, method)
+        monkeypatch.setattr(RecordLookup, method, counted(original, method, calls))
+    settings = stage.settings()
+    texts = RecordTexts(settings.connection(), stage.input_topic, settings.input_reading())
+    try:
+        # Offsets: 0-59, a commit marker, the aborted record (61) and its marker, then 63-122: one span.
+        batch = np.array([*range(60), *range(63, 123)], dtype=np.uint64)
+        texts.expect(batch)
+        assert texts.texts_of(batch) == normalize_all(paragraphs)
+        assert calls == {"records_between": 1}
+        assert texts.texts_of(np.array([61, 62], dtype=np.uint64)) == [None, None]  # read in the span, not kept
+    finally:
+        texts.close()
+
+
+def doc(i: int, text: str) -> bytes:
+    return json.dumps({"id": f"doc-{i}", "text": text}).encode()
+
+
+def counted(method: Callable[..., Any], name: str, calls: Counter[str]) -> Callable[..., Any]:
+    def counting(*args: Any) -> Any:
+        calls[name] += 1
+        return method(*args)
+
+    return counting
