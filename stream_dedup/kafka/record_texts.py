@@ -13,8 +13,8 @@ What is read again is most often recent: the batch being judged, and the
 earlier documents its near-copies match. So the value of every record judged
 is kept, compressed in blocks of neighbouring offsets
 (:mod:`stream_dedup.kafka.value_blocks`), up to the ``text_cache_mb``
-budget, the least recently used first out: about 1.5 times as many records
-as the records themselves would fill it with. An earlier document no longer
+budget, the least recently used first out: about twice as many records as
+their own bytes would fill it with. An earlier document no longer
 held costs a fetch, a round trip and kafka-python parsing the records before
 it in its record batch (about 2 ms in all, on the worker's loop); a held one
 costs the decompression of its block (about 20 µs).
@@ -120,25 +120,31 @@ class RecordTexts:
         self._lookup = self._span_lookup = None
 
     def _value(self, pointer: int, deadline: float) -> bytes | None:
-        """The value of the record at ``pointer``, kept or fetched; ``None`` if it cannot be had by ``deadline``."""
+        """The value of the record at ``pointer``, kept, read in its span or fetched; ``None`` if it cannot be had."""
         partition, offset = match_coordinates(pointer)
         kept = self._batch.get((partition, offset)) or self._values.get(partition, offset)
-        if kept is not None:
-            return kept
-        if time.monotonic() > deadline:
-            return None
+        if kept is None and time.monotonic() <= deadline:
+            kept = self._read_span(partition, offset)
+        # Opening a lookup may have taken until the deadline.
+        if kept is None and time.monotonic() <= deadline:
+            kept = self._fetch(partition, offset)
+        return kept
+
+    def _read_span(self, partition: int, offset: int) -> bytes | None:
+        """The value at ``offset`` if it lies in the expected batch's span of ``partition``, which is read and kept."""
         start, end = self._spans.get(partition, (0, 0))
-        if start <= offset < end:
-            del self._spans[partition]
-            self._span_lookup = self._span_lookup or _opened(self._connection, 0, _SPAN_FETCH_BYTES)
-            if self._span_lookup is not None:
-                span = self._span_lookup.records_between(self._topic, partition, start, end)
-                self._values.add((partition, record.offset, record.value or b"") for record in span)
-                kept = self._values.get(partition, offset)
-                if kept is not None:
-                    return kept
-        if time.monotonic() > deadline:  # opening the span's lookup may have taken it
+        if not start <= offset < end:
             return None
+        del self._spans[partition]  # read once, whatever it brings
+        self._span_lookup = self._span_lookup or _opened(self._connection, 0, _SPAN_FETCH_BYTES)
+        if self._span_lookup is None:
+            return None
+        span = self._span_lookup.records_between(self._topic, partition, start, end)
+        self._values.add((partition, record.offset, record.value or b"") for record in span)
+        return self._values.get(partition, offset)
+
+    def _fetch(self, partition: int, offset: int) -> bytes | None:
+        """The value at ``offset``, fetched alone (and kept); ``None`` if the record is gone."""
         self._lookup = self._lookup or _opened(self._connection, self._lookup_bytes, FETCH_BYTES)
         if self._lookup is None:
             return None
