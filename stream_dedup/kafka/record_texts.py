@@ -11,7 +11,7 @@ estimate.
 
 What is read again is most often recent: the batch being judged, and the
 earlier documents its near-copies match. So the value of every record judged
-is kept, compressed in blocks of neighbouring offsets
+is kept, compressed in blocks of 16 records read together
 (:mod:`stream_dedup.kafka.value_blocks`), up to the ``text_cache_mb``
 budget, the least recently used first out: about twice as many records as
 their own bytes would fill it with. An earlier document no longer

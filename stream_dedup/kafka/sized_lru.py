@@ -38,19 +38,19 @@ class SizedLru(Generic[K, V]):
             self._entries.move_to_end(key)
         return value
 
-    def pop(self, key: K) -> V | None:
-        """Take ``key`` out, with its value; ``None`` if not held."""
-        value = self._entries.pop(key, None)
-        if value is not None:
-            self.bytes -= self._size_of(value)
-        return value
+    def peek(self, key: K) -> V | None:
+        """The value of ``key``, its use unchanged; ``None`` if not held."""
+        return self._entries.get(key)
 
-    def put(self, key: K, value: V) -> None:
-        """Hold ``value`` under ``key`` (a key held already keeps its value), dropping the least recently used."""
+    def put(self, key: K, value: V) -> list[tuple[K, V]]:
+        """Hold ``value`` under ``key`` (a key held already keeps its value); the entries dropped to make room."""
         if key in self._entries:
-            return
+            return []
         self._entries[key] = value
         self.bytes += self._size_of(value)
+        dropped = []
         while self.bytes > self._budget and len(self._entries) > 1:
-            _, dropped = self._entries.popitem(last=False)
-            self.bytes -= self._size_of(dropped)
+            oldest = self._entries.popitem(last=False)
+            self.bytes -= self._size_of(oldest[1])
+            dropped.append(oldest)
+        return dropped

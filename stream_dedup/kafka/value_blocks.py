@@ -1,19 +1,22 @@
-"""Record values kept compressed in blocks of neighbouring offsets, within a byte budget.
+"""Record values kept compressed in blocks of records read together, within a byte budget.
 
 The texts a stage reads again (:mod:`stream_dedup.kafka.record_texts`) are
 kept as their records' values. Compressed one by one, 1 KB of prose shrinks
-to about 560 bytes, and each entry of a Python map costs about 170 more; so a
-block holds the values of up to :data:`BLOCK_OFFSETS` neighbouring offsets of
-one partition, compressed together (about 500 bytes a value, the map's cost
-shared). A batch's records arrive in offset order within each partition, so
-its values fill whole blocks; a value added to a block held already (a batch
-boundary, a record fetched again) makes that block compressed again with it.
-Reading one value decompresses its block: about 20 µs, against the 2 ms of a
-fetch.
+to about 560 bytes, and each entry of a Python map costs about 170 more; so
+a block holds the values of up to :data:`BLOCK_RECORDS` records added
+together (a batch's, in partition and offset order), compressed together,
+and the least recently read blocks go first. A block never changes once
+made, so a record costs one compression however the input is partitioned
+(blocks by offset range, compressed again for every batch adding to them,
+did fifty times the work on a topic of a thousand partitions). A record is
+found by its group of 16 neighbouring offsets: the map holds one entry per
+group (the blocks holding any of its offsets, usually one or two), not one
+per record, which would cost a fifth of the memory. Reading one value
+decompresses its block, about 20 µs, against the 2 ms of a fetch; the block
+read last stays decompressed, since neighbours are often asked for together.
 """
 
-import struct
-from collections import defaultdict
+from array import array
 from collections.abc import Iterable
 from typing import NamedTuple
 
@@ -21,23 +24,30 @@ import zstandard
 
 from stream_dedup.kafka.sized_lru import SizedLru
 
-#: Offsets per block (a power of two: a block is ``offset >> BLOCK_BITS``).
-BLOCK_BITS = 4
-_IN_BLOCK = (1 << BLOCK_BITS) - 1
-#: What a block takes besides its compressed bytes (measured): its slot in the map, its key, its fields.
+#: Records per block: past 16, 1 KB values compress little better and a read decompresses more.
+BLOCK_RECORDS = 16
+_POSITION_BITS = 4  # BLOCK_RECORDS == 1 << _POSITION_BITS
+#: What a block takes besides its compressed bytes (measured with tracemalloc): its slot in the LRU,
+#: its fields, its share of the groups' map.
 _BLOCK_OVERHEAD = 400
+_RECORD_OVERHEAD = 16
 #: zstd's fastest level: 16 KB of prose in about 50 µs, to under half its size.
 _COMPRESSION_LEVEL = 1
-_END = struct.Struct("<I")
+#: A record's key in the map: the pointer the index keeps for it (kafka.messages.source_pointer); a
+#: record past 65,535 partitions or 2**48 offsets has none, is never asked for, and is not kept.
+_OFFSET_BITS = 48
+_KEY_LIMIT = 1 << 64
+#: A group is the key >> _GROUP_BITS: 16 neighbouring offsets of one partition.
+_GROUP_BITS = 4
 
 
 class _Block(NamedTuple):
-    """Values of some offsets of one block, in offset order, compressed together."""
+    """The values of some records, compressed together, and what to find each again."""
 
-    #: Bit ``offset & _IN_BLOCK`` set for each offset held.
-    present: int
-    #: Where each value ends in the decompressed data (u32 each, little-endian).
-    ends: bytes
+    #: Their keys, in the order of the values.
+    keys: "array[int]"
+    #: Where each value ends in the decompressed data.
+    ends: "array[int]"
     data: bytes
 
 
@@ -45,59 +55,68 @@ class ValueBlocks:
     """Values by (partition, offset), kept compressed; the least recently read blocks go first past ``budget`` bytes."""
 
     def __init__(self, budget: int) -> None:
-        self._blocks: SizedLru[tuple[int, int], _Block] = SizedLru(
-            budget, lambda block: len(block.data) + _BLOCK_OVERHEAD
-        )
+        self._blocks: SizedLru[int, _Block] = SizedLru(budget, _block_bytes)
+        #: Group -> the numbers of the blocks holding records of it.
+        self._groups: dict[int, tuple[int, ...]] = {}
+        self._made = 0
         self._compressor = zstandard.ZstdCompressor(level=_COMPRESSION_LEVEL)
         self._decompressor = zstandard.ZstdDecompressor()
-        #: The block read last, decompressed: values asked for in offset order are often neighbours.
-        self._last: tuple[_Block | None, bytes] = (None, b"")
+        #: The block read last, decompressed (its number, its data).
+        self._last: tuple[int, bytes] = (-1, b"")
 
     def add(self, values: Iterable[tuple[int, int, bytes]]) -> None:
         """Keep each (partition, offset, value); a value held already stays as it is."""
-        by_block: defaultdict[tuple[int, int], dict[int, bytes]] = defaultdict(dict)
+        fresh: dict[int, bytes] = {}
         for partition, offset, value in values:
-            by_block[(partition, offset >> BLOCK_BITS)].setdefault(offset & _IN_BLOCK, value)
-        for key, added in by_block.items():
-            held = self._blocks.pop(key)
-            if held is not None:
-                added.update(self._values(held))
-            self._blocks.put(key, self._block(added))
+            key = partition << _OFFSET_BITS | offset
+            if offset >> _OFFSET_BITS == 0 and 0 <= key < _KEY_LIMIT and self._find(key) is None:
+                fresh.setdefault(key, value)
+        items = sorted(fresh.items())  # neighbours together: fewer blocks per group
+        for start in range(0, len(items), BLOCK_RECORDS):
+            self._make_block(items[start : start + BLOCK_RECORDS])
 
     def get(self, partition: int, offset: int) -> bytes | None:
         """The value kept for (partition, offset), its block now the most recently read; ``None`` if not kept."""
-        block = self._blocks.get((partition, offset >> BLOCK_BITS))
-        bit = offset & _IN_BLOCK
-        if block is None or not block.present >> bit & 1:
+        found = self._find(partition << _OFFSET_BITS | offset)
+        if found is None:
             return None
-        i = (block.present & ((1 << bit) - 1)).bit_count()
-        start = _END.unpack_from(block.ends, 4 * (i - 1))[0] if i else 0
-        return self._data(block)[start : _END.unpack_from(block.ends, 4 * i)[0]]
+        number, i = found
+        block = self._blocks.get(number)
+        assert block is not None
+        if self._last[0] != number:
+            self._last = (number, self._decompressor.decompress(block.data))
+        return self._last[1][block.ends[i - 1] if i else 0 : block.ends[i]]
 
-    def _block(self, values: dict[int, bytes]) -> _Block:
-        """``values`` (by offset within the block) as one block."""
-        present, ends, end = 0, bytearray(), 0
-        for bit in sorted(values):
-            present |= 1 << bit
-            end += len(values[bit])
-            ends += _END.pack(end)
-        compressed = self._compressor.compress(b"".join(values[bit] for bit in sorted(values)))
+    def _find(self, key: int) -> tuple[int, int] | None:
+        """The number of the block holding ``key`` and its position there, or ``None``."""
+        for number in self._groups.get(key >> _GROUP_BITS, ()):
+            block = self._blocks.peek(number)
+            assert block is not None, "a group names a block no longer held"
+            if key in block.keys:
+                return number, block.keys.index(key)
+        return None
+
+    def _make_block(self, items: list[tuple[int, bytes]]) -> None:
+        number = self._made
+        self._made += 1
+        ends, end = array("Q"), 0
+        for _, value in items:
+            end += len(value)
+            ends.append(end)
+        compressed = self._compressor.compress(b"".join(value for _, value in items))
         # Copied to its own size: python-zstandard's result keeps the allocation of the
         # worst case (more than the input), which would make the budget a third of the memory.
-        return _Block(present, bytes(ends), bytes(memoryview(compressed)))
+        block = _Block(array("Q", (key for key, _ in items)), ends, bytes(memoryview(compressed)))
+        for group in {key >> _GROUP_BITS for key, _ in items}:
+            self._groups[group] = (*self._groups.get(group, ()), number)
+        for dropped_number, dropped in self._blocks.put(number, block):
+            for group in {key >> _GROUP_BITS for key in dropped.keys}:
+                rest = tuple(n for n in self._groups[group] if n != dropped_number)
+                if rest:
+                    self._groups[group] = rest
+                else:
+                    del self._groups[group]
 
-    def _data(self, block: _Block) -> bytes:
-        """``block``'s values, decompressed."""
-        last, data = self._last
-        if last is not block:
-            data = self._decompressor.decompress(block.data)
-            self._last = (block, data)
-        return data
 
-    def _values(self, block: _Block) -> dict[int, bytes]:
-        """The values of ``block``, by offset within it."""
-        data = self._data(block)
-        bits = [bit for bit in range(_IN_BLOCK + 1) if block.present >> bit & 1]
-        ends = [end for (end,) in _END.iter_unpack(block.ends)]
-        starts = [0, *ends[:-1]]
-        return {bit: data[start:end] for bit, start, end in zip(bits, starts, ends, strict=True)}
+def _block_bytes(block: _Block) -> int:
+    return len(block.data) + _BLOCK_OVERHEAD + len(block.keys) * _RECORD_OVERHEAD

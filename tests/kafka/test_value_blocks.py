@@ -1,7 +1,10 @@
 """Record values kept compressed in blocks: every value comes back as added, and the budget is the memory."""
 
 import tracemalloc
+from typing import Any
 
+import pytest
+import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,6 +30,55 @@ def test_every_value_comes_back_as_first_added(
             model.setdefault((partition, offset), value)
     for key in [*model, *probes]:
         assert blocks.get(*key) == model.get(key)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(0, 3000),
+    st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60), st.binary(max_size=200)), max_size=40)),
+)
+def test_past_the_budget_a_value_is_gone_or_right_never_wrong(
+    budget: int, batches: list[list[tuple[int, int, bytes]]]
+) -> None:
+    """Blocks dropped for room, reads between adds: a value is the one first added since it was last held, or none."""
+    blocks = ValueBlocks(budget)
+    first: dict[tuple[int, int], bytes] = {}
+    for batch in batches:
+        first = {key: value for key, value in first.items() if blocks.get(*key) is not None}
+        blocks.add(batch)
+        for partition, offset, value in batch:
+            first.setdefault((partition, offset), value)
+        for partition, offset, _ in batch[::3]:
+            assert blocks.get(partition, offset) in (None, first[(partition, offset)])
+    for key, value in first.items():
+        assert blocks.get(*key) in (None, value)
+
+
+_ZSTD_COMPRESSOR = zstandard.ZstdCompressor
+
+
+class CountingCompressor:
+    """zstandard's compressor, counting what it is given."""
+
+    calls = 0
+
+    def __init__(self, **options: Any) -> None:
+        self._compressor = _ZSTD_COMPRESSOR(**options)
+
+    def compress(self, data: bytes) -> bytes:
+        CountingCompressor.calls += 1
+        return self._compressor.compress(data)
+
+
+def test_a_record_is_compressed_once_however_many_partitions_share_the_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,000 partitions, one record of each per batch: every block is made once, never compressed again."""
+    monkeypatch.setattr(zstandard, "ZstdCompressor", CountingCompressor)
+    CountingCompressor.calls = 0
+    blocks = ValueBlocks(1 << 30)
+    for batch in range(16):
+        blocks.add((partition, batch, b"value %d %d" % (partition, batch)) for partition in range(1000))
+    assert CountingCompressor.calls == 16 * 63  # ceil(1000 / 16) blocks a batch (by offset range: 16 x 1000)
+    assert blocks.get(999, 15) == b"value 999 15" and blocks.get(3, 0) == b"value 3 0"
 
 
 def test_the_memory_taken_is_the_budget_counted() -> None:
