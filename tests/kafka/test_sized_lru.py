@@ -11,7 +11,8 @@ def test_the_least_recently_used_goes_first_once_the_budget_is_spent() -> None:
     cache.put("a", b"aaaa")
     cache.put("b", b"bbbb")
     assert cache.get("a") == b"aaaa"  # now "b" is the least recently used
-    cache.put("c", b"cccc")
+    assert cache.peek("b") == b"bbbb"  # and still is
+    assert cache.put("c", b"cccc") == [("b", b"bbbb")]
     assert (cache.get("a"), cache.get("b"), cache.get("c")) == (b"aaaa", None, b"cccc")
     assert cache.bytes == 8
 
