@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from kafka import KafkaProducer
+from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
 
 from benchmarks.corpus import planted_stream
 from stream_dedup.config import DetectionConfig
@@ -129,3 +129,21 @@ def counted(method: Callable[..., Any], name: str, calls: Counter[str]) -> Calla
         return method(*args)
 
     return counting
+
+
+def test_a_span_partly_deleted_by_retention_gives_the_texts_still_held(stage: Stage) -> None:
+    paragraphs = list(stdlib_paragraphs()[:40])
+    produce(stage.bootstrap, stage.input_topic, [(None, doc(i, t), 1) for i, t in enumerate(paragraphs)])
+    admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
+    try:
+        admin.delete_records({TopicPartition(stage.input_topic, 1): 10})  # offsets 0-9 gone
+    finally:
+        admin.close()
+    settings = stage.settings()
+    texts = RecordTexts(settings.connection(), stage.input_topic, settings.input_reading())
+    try:
+        batch = np.array([(1 << 48) | offset for offset in range(40)], dtype=np.uint64)
+        texts.expect(batch)
+        assert texts.texts_of(batch) == [None] * 10 + normalize_all(paragraphs[10:])
+    finally:
+        texts.close()
