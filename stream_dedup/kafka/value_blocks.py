@@ -26,9 +26,9 @@ from stream_dedup.kafka.sized_lru import SizedLru
 
 #: Records per block: past 16, 1 KB values compress little better and a read decompresses more.
 BLOCK_RECORDS = 16
-_POSITION_BITS = 4  # BLOCK_RECORDS == 1 << _POSITION_BITS
-#: What a block takes besides its compressed bytes (measured with tracemalloc): its slot in the LRU,
-#: its fields, its share of the groups' map.
+#: What a block takes besides its compressed bytes, and each of its records (measured with
+#: tracemalloc): the block's slot in the LRU and its fields; the record's key, end and share of
+#: the groups' map.
 _BLOCK_OVERHEAD = 400
 _RECORD_OVERHEAD = 16
 #: zstd's fastest level: 16 KB of prose in about 50 µs, to under half its size.
@@ -61,7 +61,7 @@ class ValueBlocks:
         self._made = 0
         self._compressor = zstandard.ZstdCompressor(level=_COMPRESSION_LEVEL)
         self._decompressor = zstandard.ZstdDecompressor()
-        #: The block read last, decompressed (its number, its data).
+        #: The block read last, decompressed (its number, its data): at most BLOCK_RECORDS values.
         self._last: tuple[int, bytes] = (-1, b"")
 
     def add(self, values: Iterable[tuple[int, int, bytes]]) -> None:
