@@ -9,7 +9,11 @@ documents (200,000; 20,000 with ``--quick``) already went through:
   Anchor: the single-process stage's CPU path, the same reading and signing plus
   ``Detector.process_signed`` on an index of the same size.
 * shard k of N, N = 1, 2, 4: ``ShardDetector.answer`` (every document probed, 1/N
-  stored) and its bytes per stored document. Anchor: ``Detector.process_signed``.
+  stored, pairs near the threshold settled by their texts) and its bytes per stored
+  document. Anchor: ``Detector.process_signed``, settling by text too. Texts come from a
+  ``RecordTexts`` handed every batch's records, with a budget that holds them all: the
+  CPU of keeping, decompressing, reading and comparing them, not of fetching them
+  (a shard's reading of the input is measured on the broker, below).
 * judge: ``merge_answers`` of two shards' answers and the verdict JSON of every
   document. Anchor: the verdict JSON alone, which the single process writes too.
 * bytes per document of the sequenced and answer records. Anchor: the input record.
@@ -17,7 +21,10 @@ documents (200,000; 20,000 with ``--quick``) already went through:
 The sequenced partition, on a real broker (skipped with ``--no-broker``): the sequenced
 records written in transactions of 10 by one producer; then 1, 2 and 4 readers (processes)
 read the whole partition at once and decode every record as a shard does. Anchor: one
-reader, the fan-out's unit.
+reader, the fan-out's unit. Then the input records read again as a shard reads them to
+settle pairs by text: each batch's span of each of 3 partitions in one read
+(``RecordLookup.records_between``). On this stream, dense near the threshold, every batch
+has such a pair, so every shard reads the whole input again.
 
 The model then projects, from these figures, the shards, signers and judge a target of
 docs/s and indexed documents needs, and names the first bottleneck.
@@ -41,12 +48,15 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector, ShardAnswer, ShardDetector, merge_answers, sequence_keys
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import (
     InputReading,
     Source,
     match_coordinates,
     verdict_value,
 )
+from stream_dedup.kafka.record_lookup import RecordLookup
+from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import BatchAssembly
 from stream_dedup.lsh import IndexedBatch
 from stream_dedup.worker.signing import read_and_sign
@@ -56,6 +66,9 @@ BATCH = 1_000
 SHARD_COUNTS = (1, 2, 4)
 READER_COUNTS = (1, 2, 4)
 GIB = 1 << 30
+#: Holds every record's value: no text is ever fetched (nothing listens there).
+TEXTS_BUDGET = 4 * GIB
+NOWHERE = KafkaConnection("127.0.0.1:9")
 
 
 class _Record(NamedTuple):
@@ -100,32 +113,48 @@ class Contenders:
     """The single index and every shard measured, warmed on the same batches, then timed in turn on each
     measured batch: under the same load, so that their ratios hold even on a busy machine."""
 
-    def __init__(self, batches: list[IndexedBatch], warm: int) -> None:
+    def __init__(self, batches: list[IndexedBatch], records: list[Sequence[_Record]], warm: int) -> None:
         self.detector = Detector(CONFIG)
         self.shards = {n: ShardDetector(CONFIG, 0, n) for n in SHARD_COUNTS}
         #: The other shard of two, for the judge's two answers.
         self.second = ShardDetector(CONFIG, 1, 2)
+        #: Each contender's own texts, as each process keeps its own.
+        self.texts = {name: RecordTexts(NOWHERE, "documents", InputReading(), TEXTS_BUDGET) for name in self._names()}
         for offset, batch in enumerate(batches[:warm]):
-            self._step(offset, batch)
-        self.rates: dict[str, list[float]] = {"index": [], **{f"shard {n}": [] for n in SHARD_COUNTS}}
+            self._step(offset, batch, records[offset])
+        self.rates: dict[str, list[float]] = {name: [] for name in self._names()}
         self.answers: list[list[ShardAnswer]] = []
         for offset, batch in enumerate(batches[warm:], start=warm):
-            self.answers.append(self._step(offset, batch, self.rates))
+            self.answers.append(self._step(offset, batch, records[offset], self.rates))
 
-    def _step(self, offset: int, batch: IndexedBatch, rates: dict[str, list[float]] | None = None) -> list[ShardAnswer]:
+    @staticmethod
+    def _names() -> list[str]:
+        return ["index", *(f"shard {n}" for n in SHARD_COUNTS), "second"]
+
+    def _step(
+        self,
+        offset: int,
+        batch: IndexedBatch,
+        records: Sequence[_Record],
+        rates: dict[str, list[float]] | None = None,
+    ) -> list[ShardAnswer]:
         """Every contender on one batch; returns the answers of the two shards of two."""
         keys = sequence_keys(offset, len(batch.ids))
         with stopwatch() as t:
-            self.detector.process_signed(batch)
+            self.texts["index"].keep(records)
+            self.detector.process_signed(batch, self.texts["index"])
         if rates is not None:
             rates["index"].append(len(batch.ids) / t[0])
         answers = {}
         for n, shard in self.shards.items():
+            texts = self.texts[f"shard {n}"]
             with stopwatch() as t:
-                answers[n] = shard.answer(batch, keys)
+                texts.keep(records)  # what the span reads bring (their reading is measured on the broker)
+                answers[n] = shard.answer(batch, keys, texts)
             if rates is not None:
                 rates[f"shard {n}"].append(len(batch.ids) / t[0])
-        return [answers[2], self.second.answer(batch, keys)]
+        self.texts["second"].keep(records)
+        return [answers[2], self.second.answer(batch, keys, self.texts["second"])]
 
 
 def judge_rate(batches: list[IndexedBatch], warm: int, answers: list[list[ShardAnswer]]) -> tuple[float, float]:
@@ -212,20 +241,52 @@ def fan_out(bootstrap: str, topic: str, records: int, readers: int) -> list[tupl
         return pool.starmap(read_sequenced, [(bootstrap, topic, records)] * readers)
 
 
+def span_read_rate(bootstrap: str, records: Sequence[_Record]) -> float:
+    """Records/s a shard reads the input again at: each batch's span of each partition in one read."""
+    topic = unique_name("input")
+    create_topics(bootstrap, {topic: 3}, {"segment.bytes": str(1 << 30)})
+    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, batch_size=256 * 1024)
+    written = [0, 0, 0]
+    offsets = []  # (partition, offset) of each record in the new topic
+    try:
+        for record in records:
+            producer.send(topic, key=record.key, value=record.value, partition=record.partition)
+            offsets.append((record.partition, written[record.partition]))
+            written[record.partition] += 1
+        producer.flush()
+    finally:
+        producer.close()
+    lookup = RecordLookup(KafkaConnection(bootstrap), cache_bytes=0, fetch_bytes=1 << 20)
+    read = 0
+    try:
+        with stopwatch() as t:
+            for start in range(0, len(offsets), BATCH):
+                batch = offsets[start : start + BATCH]
+                for partition in range(3):
+                    held = [offset for p, offset in batch if p == partition]
+                    read += len(lookup.records_between(topic, partition, min(held), max(held) + 1))
+    finally:
+        lookup.close()
+    return read / t[0]
+
+
 # --- the model ------------------------------------------------------------------------------------
 
 
 def model_lines(figures: dict[str, float]) -> list[str]:
     """Projections: for each target, what the stage needs and what runs out first."""
     lines = [
-        "target docs/s, indexed  | shards (64 GiB each) | signer cores | cores per shard | judge cores | "
-        "sequenced in, out (MB/s) | first bottleneck",
+        "target docs/s, indexed  | shards (64 GiB each) | signer cores | cores per shard (of it re-reading texts) | "
+        "judge cores | sequenced in, out (MB/s) | input re-read per shard (MB/s) | first bottleneck",
     ]
     for rate in (10_000, 100_000):
         for indexed in (100_000_000, 1_000_000_000):
             memory = indexed * figures["shard_bytes"]
             shards = max(1, math.ceil(memory / (64 * GIB)))
-            per_shard = rate / figures["shard_rate"]
+            # A stream dense near the threshold: every batch has a pair to settle by text, so every
+            # shard also reads each batch's input records again.
+            rereading = rate / figures["span_rate"]
+            per_shard = rate / figures["shard_rate"] + rereading
             sequenced = rate * figures["sequenced_bytes"] / 1e6
             fan = (shards + 1) * sequenced
             limits = {
@@ -237,7 +298,8 @@ def model_lines(figures: dict[str, float]) -> list[str]:
             bottleneck = worst if limits[worst] > 1 else "none (all below one core or one reader set)"
             lines.append(
                 f"{rate:>7,} {indexed:>13,} | {shards:>4} | {math.ceil(rate / figures['signer_rate']):>4} | "
-                f"{per_shard:5.2f} | {rate / figures['judge_rate']:5.2f} | {sequenced:6.1f}, {fan:7.1f} | {bottleneck}"
+                f"{per_shard:5.2f} ({rereading:4.2f}) | {rate / figures['judge_rate']:5.2f} | "
+                f"{sequenced:6.1f}, {fan:7.1f} | {rate * figures['input_bytes'] / 1e6:6.1f} | {bottleneck}"
             )
     return lines
 
@@ -261,7 +323,7 @@ def main() -> None:
     ]
     signed = sign(records)
     warm = indexed // BATCH
-    contenders = Contenders(signed.batches, warm)
+    contenders = Contenders(signed.batches, [records[i : i + BATCH] for i in range(0, len(records), BATCH)], warm)
     single = median(contenders.rates["index"])
     signer = median(signed.rates[warm:])
     # One process signs and indexes each batch: its time per batch is the sum of the two.
@@ -281,12 +343,17 @@ def main() -> None:
         ),
         Row("sequenced record: bytes/doc", sequenced_bytes, "input record", input_bytes, lower_is_better=True),
     ]
-    figures = {"signer_rate": signer, "sequenced_bytes": sequenced_bytes}
+    figures = {"signer_rate": signer, "sequenced_bytes": sequenced_bytes, "input_bytes": input_bytes}
     for shards, shard in contenders.shards.items():
         rate = median(contenders.rates[f"shard {shards}"])
         per_doc = shard.memory_bytes() / max(1, len(shard))
         rows.append(
-            Row(f"shard 0 of {shards}: docs/s (probes all, stores 1/{shards})", rate, "Detector.process_signed", single)
+            Row(
+                f"shard 0 of {shards}: docs/s (probes all, stores 1/{shards}, texts)",
+                rate,
+                "Detector.process_signed, texts",
+                single,
+            )
         )
         rows.append(
             Row(f"shard 0 of {shards}: bytes per stored doc", per_doc, "one index", single_bytes, lower_is_better=True)
@@ -318,7 +385,7 @@ def main() -> None:
         "shard bytes include the 8-byte sequence key per stored document",
     ]
 
-    figures["fanout_mb"] = float("nan")  # no broker: the model cannot say
+    figures["fanout_mb"] = figures["span_rate"] = float("nan")  # no broker: the model cannot say
     if not args.no_broker:
         with broker(args.bootstrap) as bootstrap:
             topic = unique_name("sequenced")
@@ -343,6 +410,8 @@ def main() -> None:
             notes.append(
                 f"{len(signed.values):,} sequenced records, {megabytes:,.1f} MB, one partition, a local broker"
             )
+            figures["span_rate"] = span_read_rate(bootstrap, records[indexed:])
+            rows.append(Row("input read again by spans (a shard, 1 reader): records/s", figures["span_rate"]))
     print_table("Capacity of a sharded stage: each role alone", rows, notes)
     print("\nModel (one core per role process; the lowest shard rate and the highest bytes per stored doc measured):")
     for line in model_lines(figures):
