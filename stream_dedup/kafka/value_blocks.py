@@ -4,7 +4,8 @@ The texts a stage reads again (:mod:`stream_dedup.kafka.record_texts`) are
 kept as their records' values. Compressed one by one, 1 KB of prose shrinks
 to about 560 bytes, and each entry of a Python map costs about 170 more; so
 a block holds the values of up to :data:`BLOCK_RECORDS` records added
-together (a batch's, in partition and offset order), compressed together,
+together (a batch's, in partition and offset order; fewer past
+:data:`BLOCK_BYTES` of them), compressed together,
 and the least recently read blocks go first. A block never changes once
 made, so a record costs one compression however the input is partitioned
 (blocks by offset range, compressed again for every batch adding to them,
@@ -26,6 +27,9 @@ from stream_dedup.kafka.sized_lru import SizedLru
 
 #: Records per block: past 16, 1 KB values compress little better and a read decompresses more.
 BLOCK_RECORDS = 16
+#: A block is closed once its values reach this many bytes, so that reading one value of large
+#: documents decompresses little more than that value (and the block kept decompressed stays small).
+BLOCK_BYTES = 64 << 10
 #: What a block takes besides its compressed bytes, and each of its records (measured with
 #: tracemalloc): the block's slot in the LRU and its fields; the record's key, end and share of
 #: the groups' map.
@@ -61,7 +65,7 @@ class ValueBlocks:
         self._made = 0
         self._compressor = zstandard.ZstdCompressor(level=_COMPRESSION_LEVEL)
         self._decompressor = zstandard.ZstdDecompressor()
-        #: The block read last, decompressed (its number, its data): at most BLOCK_RECORDS values.
+        #: The block read last, decompressed (its number, its data): under BLOCK_BYTES and one value.
         self._last: tuple[int, bytes] = (-1, b"")
 
     def add(self, values: Iterable[tuple[int, int, bytes]]) -> None:
@@ -71,9 +75,16 @@ class ValueBlocks:
             key = partition << _OFFSET_BITS | offset
             if offset >> _OFFSET_BITS == 0 and 0 <= key < _KEY_LIMIT and self._find(key) is None:
                 fresh.setdefault(key, value)
-        items = sorted(fresh.items())  # neighbours together: fewer blocks per group
-        for start in range(0, len(items), BLOCK_RECORDS):
-            self._make_block(items[start : start + BLOCK_RECORDS])
+        block: list[tuple[int, bytes]] = []
+        size = 0
+        for item in sorted(fresh.items()):  # neighbours together: fewer blocks per group
+            block.append(item)
+            size += len(item[1])
+            if len(block) == BLOCK_RECORDS or size >= BLOCK_BYTES:
+                self._make_block(block)
+                block, size = [], 0
+        if block:
+            self._make_block(block)
 
     def get(self, partition: int, offset: int) -> bytes | None:
         """The value kept for (partition, offset), its block now the most recently read; ``None`` if not kept."""

@@ -101,3 +101,14 @@ def test_the_memory_taken_is_the_budget_counted() -> None:
     assert held <= budget * 1.1
     kept = [offset for offset in range(n) if blocks.get(0, offset) is not None]
     assert kept == list(range(kept[0], n)) and len(kept) > n // 3  # the newest, compressed to under half
+
+
+def test_large_values_close_a_block_early(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading one large document decompresses a block of few: blocks close past 64 KiB of values."""
+    monkeypatch.setattr(zstandard, "ZstdCompressor", CountingCompressor)
+    CountingCompressor.calls = 0
+    blocks = ValueBlocks(1 << 30)
+    values = [bytes([i]) * 40_000 for i in range(10)]
+    blocks.add((0, offset, value) for offset, value in enumerate(values))
+    assert CountingCompressor.calls == 5  # two values of 40 KB each
+    assert [blocks.get(0, offset) for offset in range(10)] == values
