@@ -187,6 +187,17 @@ class SignerPool:
         for signer in self.signers:
             self._end(signer, max(0.1, deadline - time.monotonic()))
 
+    def _still_waiting(self) -> bool:
+        """Asked every half second while a signer has not answered: whether to give up (the worker stops).
+
+        The loop is alive meanwhile, waiting on a signer that has
+        ``ANSWER_SECONDS`` to answer, so the wait heartbeats: ``/healthz``
+        (60 s) must not have the pod restarted before a hung signer (120 s)
+        is found and replaced.
+        """
+        self.events.heartbeat()
+        return self.stopping()
+
     def _answer(self, signer: _Signer) -> SignedRecords:
         if signer.failure is None:
             try:
@@ -206,7 +217,7 @@ class SignerPool:
     def _receive(self, signer: _Signer) -> SignedRecords:
         assert signer.process is not None and signer.process.stdout is not None
         deadline = time.monotonic() + ANSWER_SECONDS
-        message = read_frame(signer.process.stdout.fileno(), deadline, self.stopping)
+        message = read_frame(signer.process.stdout.fileno(), deadline, self._still_waiting)
         if message is None:
             raise SigningStoppedError()
         job, signed, log_lines = read_response(message, signer.records)

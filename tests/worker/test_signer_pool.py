@@ -31,7 +31,11 @@ READING = InputReading(max_document_bytes=5000)
 class Restarts(WorkerEvents):
     def __init__(self) -> None:
         self.restarts = 0
+        self.heartbeats = 0
         self.waits: list[float] = []
+
+    def heartbeat(self) -> None:
+        self.heartbeats += 1
 
     def signer_restarted(self) -> None:
         self.restarts += 1
@@ -146,6 +150,20 @@ def test_a_signer_that_never_answers_in_time_is_replaced_and_a_second_failure_fa
     monkeypatch.setattr(signer_pool, "ANSWER_SECONDS", 120.0)
     batch = records(100, 20)
     assert_signed_in_place(sign(pool, batch), batch, DetectionConfig())
+
+
+def test_a_hung_signer_is_replaced_while_the_wait_keeps_the_worker_alive(
+    pool: SignerPool, events: Restarts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped (not dead): found after ANSWER_SECONDS and replaced, with heartbeats all along, so that
+    /healthz does not have the pod restarted first."""
+    monkeypatch.setattr(signer_pool, "ANSWER_SECONDS", 2.0)
+    os.kill(pool.signers[0].pid, signal.SIGSTOP)
+    batch = records(0, 50)
+    pool.submit(batch)
+    assert_signed_in_place(pool.collect(), batch, DetectionConfig())
+    assert events.restarts == 1
+    assert events.heartbeats >= 3  # one per half second of the 2 s waited
 
 
 def test_a_worker_that_stops_while_waiting_drops_the_batch(events: Restarts) -> None:
