@@ -49,7 +49,7 @@ class ChangelogError(StreamDedupError):
 
 
 class ReplayTimeoutError(ChangelogError):
-    """The changelog could not be replayed to its end in time: the brokers do not serve it.
+    """The changelog's replay stopped moving (for 300 s by default): the brokers do not serve it.
 
     Not a Kafka client error, so it does not restart the session: the process
     exits (1), and whoever restarts it (Kubernetes, systemd) retries the restore.

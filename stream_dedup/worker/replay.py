@@ -67,23 +67,31 @@ class ChangelogReplay:
         end = self._consumer.end_offsets([self.partition])[self.partition]
         return int(first), int(end)
 
-    def catch_up(self, detector: DuplicateDetector, timeout_seconds: float = 300.0) -> int:
+    def catch_up(self, detector: DuplicateDetector, stall_seconds: float = 300.0) -> int:
         """Apply everything committed up to now; return the documents applied.
 
-        Raises :class:`ReplayTimeoutError` if that takes longer than ``timeout_seconds``.
+        Raises :class:`ReplayTimeoutError` if the position stops moving for
+        ``stall_seconds``: a replay that moves is never cut short, however
+        long it takes (a full replay of a large index without a snapshot
+        takes minutes, and cutting it would have the restore start again and
+        fail again, for ever).
         """
         _, end = self.bounds()
         applied = 0
-        deadline = time.monotonic() + timeout_seconds
-        while self._consumer.position(self.partition) < end:
+        position = self._consumer.position(self.partition)
+        deadline = time.monotonic() + stall_seconds
+        while position < end:
             if time.monotonic() > deadline:
                 raise ReplayTimeoutError(
-                    f"changelog {self.partition.topic} replay stuck at offset "
-                    f"{self._consumer.position(self.partition)} of {end} after {timeout_seconds:.0f} s: "
+                    f"changelog {self.partition.topic} replay stuck at offset {position} of {end} "
+                    f"for {stall_seconds:.0f} s: "
                     "check that the brokers serve that topic (the restore starts again when the process restarts)"
                 )
             # A short poll: at the very end only a commit marker may be left, which returns no record.
             applied += self._apply(detector, self._consumer.poll(timeout_ms=100, max_records=_RECORDS_PER_POLL), end)
+            moved_to = self._consumer.position(self.partition)
+            if moved_to > position:
+                position, deadline = moved_to, time.monotonic() + stall_seconds
         return applied
 
     def apply_available(self, detector: DuplicateDetector) -> int:

@@ -1,0 +1,67 @@
+"""The changelog's catch-up at restore: a replay that moves is never cut short; one that is stuck is."""
+
+import time
+from typing import Any
+
+import pytest
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import make_detector
+from stream_dedup.errors import ReplayTimeoutError
+from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.worker import replay
+from stream_dedup.worker.events import WorkerEvents
+from stream_dedup.worker.replay import ChangelogReplay
+
+
+class CrawlingConsumer:
+    """A changelog of ``END`` offsets (commit markers only: no record) served ``step`` offsets a poll, slowly."""
+
+    END = 12
+    step = 1
+
+    def __init__(self, **options: Any) -> None:
+        self._position = 0
+
+    def assign(self, partitions: list[Any]) -> None:
+        pass
+
+    def seek(self, partition: Any, offset: int) -> None:
+        self._position = offset
+
+    def position(self, partition: Any) -> int:
+        return self._position
+
+    def beginning_offsets(self, partitions: list[Any]) -> dict[Any, int]:
+        return dict.fromkeys(partitions, 0)
+
+    def end_offsets(self, partitions: list[Any]) -> dict[Any, int]:
+        return dict.fromkeys(partitions, self.END)
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[Any, list[Any]]:
+        time.sleep(0.05)
+        self._position = min(self.END, self._position + self.step)
+        return {}
+
+
+@pytest.fixture
+def changelog(monkeypatch: pytest.MonkeyPatch) -> ChangelogReplay:
+    monkeypatch.setattr(replay, "KafkaConsumer", CrawlingConsumer)
+    return ChangelogReplay(KafkaConnection("127.0.0.1:9"), "changelog", "documents", "", 0, {}, WorkerEvents())
+
+
+def test_a_replay_that_keeps_moving_outlasts_the_stall_time(
+    changelog: ChangelogReplay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(CrawlingConsumer, "step", 1)
+    started = time.monotonic()
+    assert changelog.catch_up(make_detector(DetectionConfig()), stall_seconds=0.2) == 0
+    assert time.monotonic() - started > 0.5  # 12 polls of 0.05 s: longer than 0.2 s in all, never 0.2 s still
+
+
+def test_a_replay_that_stops_moving_is_cut_after_the_stall_time(
+    changelog: ChangelogReplay, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(CrawlingConsumer, "step", 0)
+    with pytest.raises(ReplayTimeoutError, match="stuck at offset 0 of 12 for 0 s"):
+        changelog.catch_up(make_detector(DetectionConfig()), stall_seconds=0.2)
