@@ -10,6 +10,8 @@ from stream_dedup.worker.settings import WorkerSettings
 #: takes up to 4 MiB.
 CHANGELOG_MAX_MESSAGE_BYTES = 8 << 20
 
+#: Changelog bytes per shingle of a document's shingle set (exact verification).
+_SHINGLE_BYTES = 4
 #: Changelog bytes per document besides its sketch and keys: event time (8),
 #: source (8), end of its id (8) and an id of about 48 bytes.
 _CHANGELOG_BYTES_BESIDES_SKETCH = 72
@@ -45,7 +47,12 @@ def changelog_configs(settings: WorkerSettings) -> dict[str, str]:
     """Retention of the changelog follows the index's: keep what the index still holds, twice over.
 
     Twice over, so that ids of up to ~200 bytes on average still fit in the
-    retained bytes. (Not counted: the shingle sets of exact verification.)
+    retained bytes. With exact verification each record also holds its
+    documents' shingle sets, 4 bytes a shingle, whose size the stage cannot
+    know before it reads them: they are counted at their largest
+    (``max_document_bytes`` shingles a document), since a changelog that
+    drops what the index still holds would restore a smaller index, and
+    verdicts that differ from the uninterrupted run's.
     """
     retention = settings.detection.retention()
     configs = {"cleanup.policy": "delete", "max.message.bytes": str(CHANGELOG_MAX_MESSAGE_BYTES)}
@@ -57,5 +64,7 @@ def changelog_configs(settings: WorkerSettings) -> dict[str, str]:
         detection = settings.detection
         keys = 4 * (detection.banding().bands + 1)
         per_document = detection.sketch_bits // 8 + keys + _CHANGELOG_BYTES_BESIDES_SKETCH
+        if detection.verification == "exact":
+            per_document += _SHINGLE_BYTES * settings.max_document_bytes
         configs["retention.bytes"] = str(2 * retention.max_documents * per_document)
     return configs

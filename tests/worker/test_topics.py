@@ -49,3 +49,15 @@ def test_the_changelog_accepts_the_record_of_the_largest_document_with_exact_ver
     entry = ChangelogEntry(documents, "documents", {0: 1})
     (value,) = encode_entry(entry, settings.detection.signature_fingerprint())
     assert 3 << 20 < len(value) <= CHANGELOG_MAX_MESSAGE_BYTES
+
+
+def test_count_retention_with_exact_verification_keeps_the_largest_documents_shingle_sets() -> None:
+    """The changelog never drops what the index holds, whatever the documents' sizes."""
+    settings = WorkerSettings(detection=DetectionConfig(verification="exact", max_documents=1000))
+    kept = int(changelog_configs(settings)["retention.bytes"])
+    rng = np.random.default_rng(2)
+    text = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz "), settings.max_document_bytes))
+    signed = Detector(settings.detection).sign([text])
+    documents = IndexedBatch(["largest"], signed, np.zeros(1), np.zeros(1, np.uint64))
+    (value,) = encode_entry(ChangelogEntry(documents, "documents", {0: 1}), settings.detection.signature_fingerprint())
+    assert kept >= 2 * 1000 * len(value)
