@@ -11,9 +11,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stream_dedup.kafka.clients import KafkaConnection
-from stream_dedup.kafka.messages import InputReading
+from stream_dedup.kafka.messages import InputReading, document_text
 from stream_dedup.kafka.record_lookup import RecordGone
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.text import normalize
@@ -110,3 +112,66 @@ def test_an_expected_batch_is_read_by_span_where_dense_and_record_by_record_wher
     assert kept.texts_of(np.concatenate((dense[:3], sparse))) == [None] * 5  # the stand-in reads nothing
     assert CountingLookup.spans == [(1, 100, 299)]  # once, at the first text asked for
     assert [offset for _, _, offset in asked] == [100, 102, 104, 5, 50_000]  # what the span did not bring
+
+
+class TopicLookup:
+    """Stands in for RecordLookup over ``TOPIC``: (partition, offset) -> value; missing offsets are gaps."""
+
+    TOPIC: ClassVar[dict[tuple[int, int], bytes | None]] = {}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def fetch(self, topic: str, partition: int, offset: int) -> WireRecord | RecordGone:
+        if (partition, offset) not in self.TOPIC:
+            return RecordGone("a gap")
+        return WireRecord(topic, partition, offset, 0, None, self.TOPIC[(partition, offset)])
+
+    def records_between(self, topic: str, partition: int, start: int, end: int) -> list[WireRecord]:
+        held = sorted((o, v) for (p, o), v in self.TOPIC.items() if p == partition and start <= o < end)
+        return [WireRecord(topic, partition, offset, 0, None, value) for offset, value in held]
+
+    def close(self) -> None:
+        pass
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.sampled_from([b"{not json", b'{"id": "x", "text": "  "}']),
+    st.text(min_size=1).map(lambda text: json.dumps({"id": "d", "text": text}).encode()),
+)
+
+
+_COORDINATES = st.tuples(st.integers(0, 2), st.integers(0, 80))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    topic=st.dictionaries(_COORDINATES, _VALUES, min_size=1, max_size=120),
+    budget=st.integers(1, 20_000),
+    data=st.data(),
+)
+def test_every_text_is_the_records_own_whatever_was_kept_read_or_fetched(
+    topic: dict[tuple[int, int], bytes | None], budget: int, data: st.DataObject
+) -> None:
+    """Batches consumed or expected, budgets that drop blocks, gaps: a text is the record's, or None for a gap."""
+    reading = InputReading()
+    # Mostly coordinates the topic holds (kept, read or fetched), some gaps.
+    coordinates = st.one_of(st.sampled_from(sorted(topic)), _COORDINATES)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("stream_dedup.kafka.record_texts.RecordLookup", TopicLookup)
+        patch.setattr(TopicLookup, "TOPIC", topic)
+        kept = texts(cache_bytes=budget)
+        for _ in range(data.draw(st.integers(1, 8))):
+            batch = data.draw(st.lists(coordinates, max_size=30))
+            if data.draw(st.booleans()):  # consumed here, or read elsewhere (a shard's)
+                kept.keep([WireRecord("documents", p, o, 0, None, topic[(p, o)]) for p, o in batch if (p, o) in topic])
+            else:
+                kept.expect(pointers_of(batch))
+            asked = data.draw(st.lists(coordinates, max_size=30))
+            expected = [document_text(topic[c], reading) if c in topic else None for c in asked]
+            assert kept.texts_of(pointers_of(asked)) == expected
+
+
+def pointers_of(coordinates: list[tuple[int, int]]) -> np.ndarray:
+    return np.array([(p << 48) | o for p, o in coordinates], dtype=np.uint64)
