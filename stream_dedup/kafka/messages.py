@@ -12,6 +12,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
+
 from stream_dedup.engine.documents import (
     DEFAULT_MAX_ID_BYTES,
     DocumentFields,
@@ -162,14 +165,25 @@ def _key_id(key: bytes | None, max_id_bytes: int) -> str | Refusal | None:
 
 def source_pointer(source: Source) -> int:
     """The 64-bit pointer the index keeps for a record (``NO_SOURCE`` past 65,535 partitions or 2**48 offsets)."""
-    if source.partition >= _PARTITION_LIMIT or not 0 <= source.offset < 1 << _OFFSET_BITS:
+    return pointer_of(source.partition, source.offset)
+
+
+def pointer_of(partition: int, offset: int) -> int:
+    """The pointer of the record at ``offset`` of input ``partition`` (see :func:`source_pointer`)."""
+    if not 0 <= partition < _PARTITION_LIMIT or not 0 <= offset < 1 << _OFFSET_BITS:
         return int(NO_SOURCE)
-    return (source.partition << _OFFSET_BITS) | source.offset
+    return (partition << _OFFSET_BITS) | offset
 
 
 def match_coordinates(pointer: int) -> tuple[int, int]:
     """The input partition and offset of a match, from the pointer the index kept (see :func:`source_pointer`)."""
     return pointer >> _OFFSET_BITS, pointer & ((1 << _OFFSET_BITS) - 1)
+
+
+def coordinates_of(pointers: npt.NDArray[np.uint64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """:func:`match_coordinates` of many pointers at once: their partitions and offsets."""
+    partitions = (pointers >> np.uint64(_OFFSET_BITS)).astype(np.int64)
+    return partitions, (pointers & np.uint64((1 << _OFFSET_BITS) - 1)).astype(np.int64)
 
 
 def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:

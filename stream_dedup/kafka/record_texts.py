@@ -36,7 +36,6 @@ estimate, counted as unsettled.
 
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -45,7 +44,7 @@ import numpy.typing as npt
 from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
-from stream_dedup.kafka.messages import InputReading, document_text, match_coordinates
+from stream_dedup.kafka.messages import InputReading, coordinates_of, document_text, match_coordinates
 from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, FETCH_BYTES, RecordGone, RecordLookup
 from stream_dedup.kafka.value_blocks import ValueBlocks
 from stream_dedup.lsh.generation import NO_SOURCE
@@ -97,16 +96,13 @@ class RecordTexts:
         A partition's span is read whole only if it is dense (the documents
         of one read of the input, not a few records far apart).
         """
-        offsets: defaultdict[int, list[int]] = defaultdict(list)
-        for pointer in sources.tolist():
-            if pointer != NO_SOURCE:
-                partition, offset = match_coordinates(pointer)
-                offsets[partition].append(offset)
-        self._spans = {
-            partition: (min(held), max(held) + 1)
-            for partition, held in offsets.items()
-            if max(held) + 1 - min(held) <= _SPAN_SLACK * len(held) + _SPAN_EXTRA
-        }
+        partitions, offsets = coordinates_of(sources[sources != NO_SOURCE])
+        self._spans = {}
+        for partition in np.unique(partitions).tolist():
+            held = offsets[partitions == partition]
+            start, end = int(held.min()), int(held.max()) + 1
+            if end - start <= _SPAN_SLACK * held.size + _SPAN_EXTRA:
+                self._spans[partition] = (start, end)
 
     def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
         """The normalised text of each source's record; ``None`` for a record gone or not a document."""

@@ -23,7 +23,9 @@ from typing import NamedTuple
 
 import zstandard
 
+from stream_dedup.kafka.messages import pointer_of
 from stream_dedup.kafka.sized_lru import SizedLru
+from stream_dedup.lsh.generation import NO_SOURCE
 
 #: Records per block: past 16, 1 KB values compress little better and a read decompresses more.
 BLOCK_RECORDS = 16
@@ -37,10 +39,6 @@ _BLOCK_OVERHEAD = 400
 _RECORD_OVERHEAD = 16
 #: zstd's fastest level: 16 KB of prose in about 50 µs, to under half its size.
 _COMPRESSION_LEVEL = 1
-#: A record's key in the map: the pointer the index keeps for it (kafka.messages.source_pointer); a
-#: record past 65,535 partitions or 2**48 offsets has none, is never asked for, and is not kept.
-_OFFSET_BITS = 48
-_KEY_LIMIT = 1 << 64
 #: A group is the key >> _GROUP_BITS: 16 neighbouring offsets of one partition.
 _GROUP_BITS = 4
 
@@ -48,7 +46,9 @@ _GROUP_BITS = 4
 class _Block(NamedTuple):
     """The values of some records, compressed together, and what to find each again."""
 
-    #: Their keys, in the order of the values.
+    #: Their keys (the pointer the index keeps for each record, :func:`~stream_dedup.kafka.messages.pointer_of`;
+    #: a record without one, past 65,535 partitions or 2**48 offsets, is never asked for and not kept),
+    #: in the order of the values.
     keys: "array[int]"
     #: Where each value ends in the decompressed data.
     ends: "array[int]"
@@ -72,8 +72,8 @@ class ValueBlocks:
         """Keep each (partition, offset, value); a value held already stays as it is."""
         fresh: dict[int, bytes] = {}
         for partition, offset, value in values:
-            key = partition << _OFFSET_BITS | offset
-            if offset >> _OFFSET_BITS == 0 and 0 <= key < _KEY_LIMIT and self._find(key) is None:
+            key = pointer_of(partition, offset)
+            if key != NO_SOURCE and self._find(key) is None:
                 fresh.setdefault(key, value)
         block: list[tuple[int, bytes]] = []
         size = 0
@@ -88,7 +88,7 @@ class ValueBlocks:
 
     def get(self, partition: int, offset: int) -> bytes | None:
         """The value kept for (partition, offset), its block now the most recently read; ``None`` if not kept."""
-        found = self._find(partition << _OFFSET_BITS | offset)
+        found = self._find(pointer_of(partition, offset))
         if found is None:
             return None
         number, i = found

@@ -4,6 +4,7 @@ import json
 import time
 from typing import Any, NamedTuple
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -15,8 +16,11 @@ from stream_dedup.kafka.messages import (
     InputDocument,
     InputReading,
     Source,
+    coordinates_of,
     dead_letter_headers,
     document_text,
+    match_coordinates,
+    pointer_of,
     read_record,
     source_pointer,
     verdict_value,
@@ -229,3 +233,16 @@ def test_document_text_is_the_text_read_record_finds(value: bytes | None, input_
         assert text == read.text
     elif read.reason not in ("invalid_id", "id_too_long"):  # the id never changes the text
         assert text is None
+
+
+@given(st.lists(st.tuples(st.integers(0, 2**16 - 1), st.integers(0, 2**48 - 1)), max_size=50))
+def test_pointers_and_coordinates_round_trip_one_at_a_time_and_all_at_once(coordinates: list[tuple[int, int]]) -> None:
+    pointers = np.array([pointer_of(p, o) for p, o in coordinates], dtype=np.uint64)
+    partitions, offsets = coordinates_of(pointers)
+    assert list(zip(partitions.tolist(), offsets.tolist(), strict=True)) == coordinates
+    assert [match_coordinates(p) for p in pointers.tolist()] == coordinates
+
+
+@pytest.mark.parametrize(("partition", "offset"), [(2**16, 0), (0, 2**48), (-1, 0), (0, -1)])
+def test_coordinates_past_the_pointer_have_none(partition: int, offset: int) -> None:
+    assert pointer_of(partition, offset) == NO_SOURCE
