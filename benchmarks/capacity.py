@@ -42,7 +42,16 @@ from typing import NamedTuple
 
 from _table import Row, print_table, stopwatch
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka_stage import broker, create_topics, documents, encoded, quiet_kafka_python, unique_name
+from kafka_stage import (
+    PARTITIONS,
+    broker,
+    create_topics,
+    documents,
+    encoded,
+    produce,
+    quiet_kafka_python,
+    unique_name,
+)
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector, ShardAnswer, ShardDetector, merge_answers, sequence_keys
@@ -244,25 +253,17 @@ def fan_out(bootstrap: str, topic: str, records: int, readers: int) -> list[tupl
 def span_read_rate(bootstrap: str, records: Sequence[_Record]) -> float:
     """Records/s a shard reads the input again at: each batch's span of each partition in one read."""
     topic = unique_name("input")
-    create_topics(bootstrap, {topic: 3}, {"segment.bytes": str(1 << 30)})
-    producer = KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, batch_size=256 * 1024)
-    written = [0, 0, 0]
-    offsets = []  # (partition, offset) of each record in the new topic
-    try:
-        for record in records:
-            producer.send(topic, key=record.key, value=record.value, partition=record.partition)
-            offsets.append((record.partition, written[record.partition]))
-            written[record.partition] += 1
-        producer.flush()
-    finally:
-        producer.close()
+    create_topics(bootstrap, {topic: PARTITIONS}, {"segment.bytes": str(1 << 30)})
+    produce(bootstrap, topic, [(record.key, record.value) for record in records])
+    # produce() sends record j to partition j % PARTITIONS: it lands at offset j // PARTITIONS there.
+    offsets = [(j % PARTITIONS, j // PARTITIONS) for j in range(len(records))]
     lookup = RecordLookup(KafkaConnection(bootstrap), cache_bytes=0, fetch_bytes=1 << 20)
     read = 0
     try:
         with stopwatch() as t:
             for start in range(0, len(offsets), BATCH):
                 batch = offsets[start : start + BATCH]
-                for partition in range(3):
+                for partition in range(PARTITIONS):
                     held = [offset for p, offset in batch if p == partition]
                     read += len(lookup.records_between(topic, partition, min(held), max(held) + 1))
     finally:
