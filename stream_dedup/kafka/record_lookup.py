@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 #: Bytes of fetched records kept (keys and values); the least recently used go first.
 DEFAULT_CACHE_BYTES = 32 << 20
-#: Longest wait for one record before giving up on it.
+#: Longest wait for one record before giving up on it, and for a first connection to the brokers.
 DEFAULT_TIMEOUT_SECONDS = 10.0
 #: Records one poll may return: the one asked for and a few after it. Few:
 #: kafka-python parses every record it returns, and the records a stage asks
@@ -65,9 +65,15 @@ class RecordLookup:
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         fetch_bytes: int = FETCH_BYTES,
     ) -> None:
-        """``fetch_bytes``: what one fetch asks of a partition; more for reading spans (:meth:`records_between`)."""
+        """``fetch_bytes``: what one fetch asks of a partition; more for reading spans (:meth:`records_between`).
+
+        Raises ``KafkaError`` if no broker answers within ``timeout_seconds``
+        (kafka-python's own wait, 30 s, would hold a caller's batch past its
+        own deadline).
+        """
         self._consumer = KafkaConsumer(
             **connection.options(),
+            bootstrap_timeout_ms=int(timeout_seconds * 1000),
             group_id=None,
             enable_auto_commit=False,
             isolation_level="read_committed",

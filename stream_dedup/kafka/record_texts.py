@@ -28,7 +28,8 @@ fetch per document would cost one each), and keeps it.
 The lookup's consumer is made on the first fetch: a stage whose pairs are
 never near the threshold, or whose method needs no text, never opens it.
 Fetching never fails a batch (the batch would fail again after every
-restart): a consumer that cannot be made, a fetch that fails, and the
+restart): a consumer that cannot be made (none is tried again for
+:data:`REOPEN_SECONDS`), a fetch that fails, and the
 records still unread when a batch's fetches have taken
 :data:`FETCH_SECONDS_PER_BATCH` give no text, and their pairs go to the
 estimate, counted as unsettled.
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 
 #: Longest time one call spends fetching: well within a batch's transaction timeout.
 FETCH_SECONDS_PER_BATCH = 10.0
+#: After a lookup could not be made, how long no other is tried.
+REOPEN_SECONDS = 60.0
 #: A partition's span of an expected batch is read at once if it holds at most this many times the
 #: batch's documents there, plus _SPAN_EXTRA records (transaction markers, other readers' records);
 #: a sparser one is fetched record by record.
@@ -83,6 +86,8 @@ class RecordTexts:
         self._batch: dict[tuple[int, int], bytes] = {}
         #: Partition -> [start, end) offsets of the expected batch not read yet (see expect()).
         self._spans: dict[int, tuple[int, int]] = {}
+        #: No lookup is tried before this time (monotonic): the last try found no broker.
+        self._next_try = float("-inf")
 
     def keep(self, records: Sequence[Any]) -> None:
         """The records of the batch being judged, consumed already: their texts will need no fetch, now or later."""
@@ -132,7 +137,7 @@ class RecordTexts:
         if not start <= offset < end:
             return None
         del self._spans[partition]  # read once, whatever it brings
-        self._span_lookup = self._span_lookup or _opened(self._connection, 0, _SPAN_FETCH_BYTES)
+        self._span_lookup = self._span_lookup or self._opened(0, _SPAN_FETCH_BYTES)
         if self._span_lookup is None:
             return None
         span = self._span_lookup.records_between(self._topic, partition, start, end)
@@ -141,7 +146,7 @@ class RecordTexts:
 
     def _fetch(self, partition: int, offset: int) -> bytes | None:
         """The value at ``offset``, fetched alone (and kept); ``None`` if the record is gone."""
-        self._lookup = self._lookup or _opened(self._connection, self._lookup_bytes, FETCH_BYTES)
+        self._lookup = self._lookup or self._opened(self._lookup_bytes, FETCH_BYTES)
         if self._lookup is None:
             return None
         record = self._lookup.fetch(self._topic, partition, offset)
@@ -150,11 +155,23 @@ class RecordTexts:
         self._values.add([(partition, offset, record.value or b"")])
         return record.value  # type: ignore[no-any-return]
 
+    def _opened(self, cache_bytes: int, fetch_bytes: int) -> RecordLookup | None:
+        """A lookup, or ``None`` if it cannot be made now.
 
-def _opened(connection: KafkaConnection, cache_bytes: int, fetch_bytes: int) -> RecordLookup | None:
-    """A lookup, or ``None`` if it cannot be made now (tried again at the next text asked for)."""
-    try:
-        return RecordLookup(connection, cache_bytes, fetch_bytes=fetch_bytes)
-    except KafkaError as error:
-        log.warning("cannot read input records again (%r): pairs near the threshold go to the estimate", error)
-        return None
+        After a try that found no broker, none is made for
+        :data:`REOPEN_SECONDS`: each try waits up to the lookup's timeout,
+        which every batch would otherwise pay while the brokers are away.
+        """
+        if time.monotonic() < self._next_try:
+            return None
+        try:
+            return RecordLookup(self._connection, cache_bytes, fetch_bytes=fetch_bytes)
+        except KafkaError as error:
+            self._next_try = time.monotonic() + REOPEN_SECONDS
+            log.warning(
+                "cannot read input records again (%r): pairs near the threshold go to the estimate; "
+                "trying again in %g s",
+                error,
+                REOPEN_SECONDS,
+            )
+            return None

@@ -7,16 +7,18 @@ here a stand-in lookup counts what would have been fetched.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, ClassVar
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, document_text
-from stream_dedup.kafka.record_lookup import RecordGone
+from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.text import normalize
 from stream_dedup.worker.signer_wire import WireRecord
@@ -175,3 +177,31 @@ def test_every_text_is_the_records_own_whatever_was_kept_read_or_fetched(
 
 def pointers_of(coordinates: list[tuple[int, int]]) -> np.ndarray:
     return np.array([(p << 48) | o for p, o in coordinates], dtype=np.uint64)
+
+
+def test_with_no_broker_a_batch_waits_once_for_a_lookup_and_later_batches_not_at_all(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tries: list[float] = []
+
+    def no_broker(*args: Any, **kwargs: Any) -> None:
+        tries.append(time.monotonic())
+        raise KafkaTimeoutError("Unable to bootstrap")
+
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.RecordLookup", no_broker)
+    kept = texts()
+    for _ in range(3):
+        assert kept.texts_of(pointers(0, [7, 8])) == [None, None]
+    assert len(tries) == 1
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.REOPEN_SECONDS", 0.0)
+    kept = texts()
+    kept.texts_of(pointers(0, [7]))
+    kept.texts_of(pointers(0, [7]))
+    assert len(tries) == 3
+
+
+def test_a_lookup_gives_up_on_an_absent_broker_within_its_timeout() -> None:
+    started = time.monotonic()
+    with pytest.raises(KafkaError):
+        RecordLookup(KafkaConnection("127.0.0.1:1"), timeout_seconds=1.0)
+    assert time.monotonic() - started < 10.0
