@@ -29,7 +29,7 @@ from .test_roles import SLOTS, one_process_verdicts, sequenced_batches
 
 pytestmark = pytest.mark.kafka
 
-#: Most kills tried before giving up on ten that left work undone.
+#: Most kills the short run tries before giving up on ten that left work undone.
 ATTEMPTS = 36
 
 #: Each process of the stage: its instance id and role settings. Shard 1 has a standby.
@@ -94,8 +94,20 @@ def kill_and_restart(
 def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_process_would(
     stage: Stage, tmp_path: Path
 ) -> None:
-    rng = random.Random(41)
-    corpus = make_clustered_corpus(6000, seed=41)
+    roles_crash_run(stage, tmp_path, documents=6000, meaningful_kills=10, attempts=ATTEMPTS, seed=41)
+
+
+@pytest.mark.long
+def test_kill_9_of_every_role_many_times_over_a_longer_stream(stage: Stage, tmp_path: Path) -> None:
+    roles_crash_run(stage, tmp_path, documents=40_000, meaningful_kills=30, attempts=90, seed=43)
+
+
+def roles_crash_run(
+    stage: Stage, tmp_path: Path, documents: int, meaningful_kills: int, attempts: int, seed: int
+) -> None:
+    """Kill roles until ``meaningful_kills`` kills left work undone (at most ``attempts``), then check the verdicts."""
+    rng = random.Random(seed)
+    corpus = make_clustered_corpus(documents, seed=seed)
     messages: list[tuple[bytes | None, bytes | None, int, int]] = list(document_messages(corpus, partitions=3))
     for number, (_, key, value, _) in enumerate(HOSTILE):
         at = (number + 1) * len(messages) // (len(HOSTILE) + 1)
@@ -119,13 +131,13 @@ def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_pr
     produce(stage.bootstrap, stage.input_topic, messages[:half])
     # A chunk before every kill, so that no kill meets roles that have long caught up (a loaded machine
     # lets them catch up between kills more often than a quiet one).
-    step = half // ATTEMPTS + 1
+    step = half // attempts + 1
     chunks = [messages[i : i + step] for i in range(half, len(messages), step)]
     standby_took_over = 0
     left_undone: list[tuple[str, int]] = []
     try:
-        for attempt in range(ATTEMPTS):
-            if sum(left > 0 for _, left in left_undone) >= 10 and standby_took_over:
+        for attempt in range(attempts):
+            if sum(left > 0 for _, left in left_undone) >= meaningful_kills and standby_took_over:
                 break
             victim = kinds[attempt] if attempt < len(kinds) else rng.choice(kinds)
             if chunks:
@@ -145,7 +157,9 @@ def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_pr
             left_undone.append((name, kill_and_restart(stage, name, processes[name], rng, standby=None)))
         for chunk in chunks:
             produce(stage.bootstrap, stage.input_topic, chunk)
-        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=240, settle=4)
+        records = read_committed(
+            stage.bootstrap, stage.output_topic, len(corpus), timeout=max(240, documents // 50), settle=4
+        )
         letters = read_committed(stage.bootstrap, stage.dead_letter_topic, len(HOSTILE), timeout=60, settle=3)
         died = [name for name, process in processes.items() if not process.running()]
         assert not died, f"{died} died by themselves"
@@ -157,7 +171,7 @@ def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_pr
     assert standby_took_over >= 1
     # A kill proves something only if the role had work in hand: most must have.
     meaningful = [name for name, left in left_undone if left > 0]
-    assert len(meaningful) >= 10, f"kills that left work undone: {left_undone}"
+    assert len(meaningful) >= meaningful_kills, f"kills that left work undone: {left_undone}"
     assert {name.split("-")[0] for name in meaningful} == {"signer", "shard", "judge"}
     published = [json.loads(r.value) for r in records]
     duplicated = {source: vs for source, vs in verdicts_by_source(published).items() if len(vs) > 1}
