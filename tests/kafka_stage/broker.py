@@ -17,6 +17,7 @@ import logging
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -171,6 +172,14 @@ class JarBroker:
 
     def stop(self) -> None:
         _run_broker_sh("stop", "--data", self.data, timeout=60)
+
+    def kill(self) -> None:
+        """kill -9, as a crash: no clean shutdown, the logs recovered at the next start."""
+        pid = int(Path(self.data, "broker.pid").read_text())
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
 
 
 @contextlib.contextmanager

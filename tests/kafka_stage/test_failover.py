@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from stream_dedup.config import DetectionConfig
 from tests.corpus import make_clustered_corpus
 
 from .broker import JarBroker, jar_broker
@@ -25,9 +26,12 @@ from .stage import (
     make_stage,
     produce,
     read_committed,
+    role_threads,
+    verdicts_by_source,
     wait_until,
     worker_thread,
 )
+from .test_roles import SLOTS, one_process_verdicts, sequenced_batches
 
 pytestmark = pytest.mark.kafka
 
@@ -86,10 +90,11 @@ def own_broker() -> Iterator[JarBroker]:
         yield broker
 
 
-def test_broker_restart_mid_stream_loses_and_duplicates_nothing(own_broker: JarBroker, tmp_path: Path) -> None:
+def own_stage(broker: JarBroker, tmp_path: Path) -> Stage:
+    """A stage whose topics are on ``broker``."""
     from kafka import KafkaAdminClient
 
-    admin = KafkaAdminClient(bootstrap_servers=own_broker.bootstrap)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     names = iter(f"t{i}" for i in range(100))
 
     def create(partitions: int = 1) -> str:
@@ -97,19 +102,59 @@ def test_broker_restart_mid_stream_loses_and_duplicates_nothing(own_broker: JarB
         admin.create_topics({name: {"num_partitions": partitions, "replication_factor": 1}}, wait_for_metadata=True)
         return name
 
-    stage = make_stage(own_broker.bootstrap, create, tmp_path)
-    admin.close()
+    try:
+        return make_stage(broker.bootstrap, create, tmp_path)
+    finally:
+        admin.close()
+
+
+@pytest.mark.parametrize("halt", ["stop", "kill"])
+def test_broker_restart_mid_stream_loses_and_duplicates_nothing(
+    own_broker: JarBroker, tmp_path: Path, halt: str
+) -> None:
+    """The broker stopped (a rolling restart) or killed -9 (a crash) while batches are in flight."""
+    stage = own_stage(own_broker, tmp_path)
     corpus = make_clustered_corpus(6000, seed=33)
     messages = document_messages(corpus, partitions=3)
     produce(stage.bootstrap, stage.input_topic, messages[:3000])
     with worker_thread(stage.settings(batch_size=200)):
         read_committed(stage.bootstrap, stage.output_topic, 1000, settle=0)
-        own_broker.stop()  # mid-stream: batches in flight fail, the worker must come back by itself
+        getattr(own_broker, halt)()  # mid-stream: batches in flight fail, the worker must come back by itself
         time.sleep(3)
         own_broker.start()
         produce(stage.bootstrap, stage.input_topic, messages[3000:])
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180)
     check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+
+
+def test_broker_crash_mid_stream_leaves_every_role_publishing_each_verdict_once_as_one_process_would(
+    own_broker: JarBroker, tmp_path: Path
+) -> None:
+    stage = own_stage(own_broker, tmp_path)
+    corpus = make_clustered_corpus(4000, seed=35)
+    messages = document_messages(corpus, partitions=3)
+    produce(stage.bootstrap, stage.input_topic, messages[:2000])
+    roles = dict(batch_size=100, index_slots=SLOTS, shards=2)
+    with role_threads(
+        stage.settings("signer-1", role="signer", **roles),
+        stage.settings("shard-0", role="shard", shard_index=0, **roles),
+        stage.settings("shard-1", role="shard", shard_index=1, **roles),
+        stage.settings("judge-1", role="judge", **roles),
+    ) as runners:
+        read_committed(stage.bootstrap, stage.output_topic, 600, settle=0)
+        own_broker.kill()  # a crash, every hop with a transaction in flight: each must come back by itself
+        time.sleep(3)
+        own_broker.start()
+        produce(stage.bootstrap, stage.input_topic, messages[2000:])
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180)
+        sequenced = runners[0].settings.sequenced_topic
+    published = [json.loads(r.value) for r in records]
+    assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
+    assert len(published) == len(corpus)
+    config = DetectionConfig(index_slots=SLOTS)
+    batches = sequenced_batches(stage.bootstrap, sequenced, config)
+    assert sorted(d for b in batches for d in b.entry.documents.ids) == sorted(f"doc-{i}" for i in range(len(corpus)))
+    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)
 
 
 def test_a_corrupt_newest_snapshot_is_skipped_for_the_one_before(
