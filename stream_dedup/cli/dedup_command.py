@@ -12,7 +12,7 @@ from typing import TextIO
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.progress import Progress
-from stream_dedup.cli.records import Record, Reject, read_records
+from stream_dedup.cli.records import INPUT_ENCODING, Record, Reject, read_records
 from stream_dedup.engine import Verdict, make_detector
 from stream_dedup.text.spool import TextSpool
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
     rejected = 0
     with ExitStack() as stack:
-        source = sys.stdin if args.input == "-" else stack.enter_context(open(args.input, encoding="utf-8"))
+        source = sys.stdin if args.input == "-" else stack.enter_context(open(args.input, encoding=INPUT_ENCODING))
         sink = sys.stdout if args.output == "-" else stack.enter_context(open(args.output, "w", encoding="utf-8"))
         # Opened now: a report path that cannot be written fails before the run, not after it.
         report_file = stack.enter_context(open(args.report, "w", encoding="utf-8")) if args.report else None
@@ -95,7 +95,7 @@ def _report_page(args: argparse.Namespace, report: DedupReport, rejected: int, s
     examples = None
     if args.input != "-":
         wanted = {line for cluster in report.largest_clusters() for line in (cluster.original, *cluster.copies)}
-        with open(args.input, encoding="utf-8", errors="surrogateescape") as again:
+        with open(args.input, encoding=INPUT_ENCODING, errors="surrogateescape") as again:
             examples = read_examples(again, wanted, args.id_field, args.text_field)
     return report.render("standard input" if args.input == "-" else args.input, rejected, seconds, examples)
 
@@ -128,7 +128,7 @@ def verdict_record(verdict: Verdict, line: int) -> dict[str, object]:
 
 def _lines(source: TextIO) -> Iterator[str]:
     """Lines of ``source``; bytes that are not UTF-8 become lone surrogates, rejected later."""
-    source.reconfigure(errors="surrogateescape")  # type: ignore[attr-defined]
+    source.reconfigure(encoding=INPUT_ENCODING, errors="surrogateescape")  # type: ignore[attr-defined]
     yield from source
 
 

@@ -9,6 +9,10 @@ from dataclasses import dataclass
 
 from stream_dedup.engine.documents import Refusal, read_json_document
 
+#: How input files are decoded: UTF-8, a byte order mark at the very start of the file skipped (Notepad and
+#: PowerShell write one); anywhere else it is part of its line, which is then not JSON (RFC 8259 forbids it).
+INPUT_ENCODING = "utf-8-sig"
+
 
 @dataclass(frozen=True)
 class Record:

@@ -306,6 +306,26 @@ def test_blank_lines_are_skipped_but_still_counted_in_line_numbers(tmp_path: Pat
     assert [(r["line"], r["raw"]) for r in rejects(tmp_path / "out.jsonl.rejects.jsonl")] == [(4, "oops")]
 
 
+@pytest.mark.parametrize("given_as", ["file", "standard input"])
+def test_a_byte_order_mark_opening_the_input_is_skipped_and_one_inside_it_rejects_its_line(
+    tmp_path: Path, given_as: str
+) -> None:
+    """Notepad and PowerShell start UTF-8 files with a BOM; inside a file one is part of a line, not JSON."""
+    bom = "\ufeff".encode()
+    data = bom + jsonl({"id": "a", "text": text(1)}) + bom + jsonl({"id": "b", "text": text(1)}) + b"\r\n"
+    (tmp_path / "in.jsonl").write_bytes(data)
+
+    if given_as == "file":
+        result = run_cli("in.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+    else:
+        result = run_cli("-", "-o", "out.jsonl", cwd=tmp_path, stdin=data)
+
+    assert result.returncode == 0, result.stderr
+    assert [v["id"] for v in verdicts((tmp_path / "out.jsonl").read_bytes())] == ["a"]
+    (reject,) = rejects(tmp_path / "out.jsonl.rejects.jsonl")
+    assert reject["line"] == 2 and "BOM" in reject["reason"]
+
+
 def test_rejects_go_to_rejects_jsonl_in_the_working_directory_when_writing_to_standard_output(
     tmp_path: Path,
 ) -> None:
