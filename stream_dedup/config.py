@@ -61,7 +61,7 @@ _CONTAINMENT_ONLY = (
 #: Bytes per document the Hamming index's tables may take when ``max_hamming`` allows (see ``hamming_layout``).
 _TABLE_BYTES = 32
 #: Signature parameters an index made before they existed does not name, with the value it had.
-IMPLIED_SIGNATURE_PARAMETERS: dict[str, object] = {"method": "minhash"}
+IMPLIED_SIGNATURE_PARAMETERS: dict[str, object] = {"method": "minhash", "ignore_invisible": False}
 #: Signature parameters that, when they differ, make every other differ too: named first when they do.
 LEADING_SIGNATURE_PARAMETERS = ("method", "containment_partitions_per_doubling")
 #: Index size the Hamming table layout is chosen for when retention sets no ``max_documents``.
@@ -94,6 +94,12 @@ class DetectionConfig:
         shingle_unit: ``"char"`` (default) or ``"word"``.
         shingle_size: characters or words per shingle (default 5).
         strip_punctuation: delete punctuation before shingling (default off).
+        ignore_invisible: delete invisible characters (Unicode's
+            default-ignorable code points: zero-width spaces and joiners, soft
+            hyphens, bidirectional controls, variation selectors, tags) before
+            shingling (default on): unseen by readers, they would otherwise
+            make a copy look new. Indexes made before the setting existed kept
+            them; run those with it off.
         bands, rows_per_band: the LSH banding; both or neither. By default
             chosen from ``threshold`` and ``num_perm`` for ``min_recall``.
         min_recall: candidate probability required at the threshold.
@@ -146,6 +152,7 @@ class DetectionConfig:
     shingle_unit: ShingleUnit = "char"
     shingle_size: int = 5
     strip_punctuation: bool = False
+    ignore_invisible: bool = True
     bands: int | None = None
     rows_per_band: int | None = None
     min_recall: float = 0.99
@@ -243,13 +250,15 @@ class DetectionConfig:
         Its signatures give the verification sketch; the banding signature of
         ``num_perm`` slots is derived from the same sketches (``sketch.bit_sketch.coarsen``).
         """
-        shingling = Shingling(self.shingle_unit, self.shingle_size, self.strip_punctuation)
-        return MinHasher(num_perm=self.sketch_bits, scheme=self.scheme, seed=self.seed, shingling=shingling)
+        return MinHasher(num_perm=self.sketch_bits, scheme=self.scheme, seed=self.seed, shingling=self.shingling())
 
     def simhasher(self) -> SimHasher:
         """The SimHash fingerprint maker these settings describe (same shingling and seed as :meth:`hasher`)."""
-        shingling = Shingling(self.shingle_unit, self.shingle_size, self.strip_punctuation)
-        return SimHasher(shingling, self.seed, self.simhash_weighting)
+        return SimHasher(self.shingling(), self.seed, self.simhash_weighting)
+
+    def shingling(self) -> Shingling:
+        """How these settings make a document's shingles, for every method."""
+        return Shingling(self.shingle_unit, self.shingle_size, self.strip_punctuation, self.ignore_invisible)
 
     @property
     def uses_minhash(self) -> bool:
@@ -319,6 +328,8 @@ class DetectionConfig:
             "shingle_size": self.shingle_size,
             "strip_punctuation": self.strip_punctuation,
         }
+        if self.ignore_invisible:  # named only when on, so that indexes made before it keep their fingerprint
+            parameters["ignore_invisible"] = True
         if self.method != "minhash":
             parameters["method"] = self.method
         if self.containment_threshold is not None:
@@ -354,6 +365,8 @@ class DetectionConfig:
             del settings["method"]
         if self.index_slots == 1:  # the cap as it was before slots existed: fingerprints stay what they were
             settings.pop("index_slots", None)
+        if not self.ignore_invisible:  # the text as it was read before the setting existed: likewise
+            del settings["ignore_invisible"]
         return _fingerprint({**settings, **self.signature_parameters()})
 
     def signature_fingerprint(self) -> str:

@@ -83,6 +83,13 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--shingle-unit", choices=("char", "word"), default=defaults.shingle_unit)
     group.add_argument("--strip-punctuation", action="store_true", help="delete punctuation before shingling")
     group.add_argument(
+        "--ignore-invisible",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.ignore_invisible,
+        help="delete invisible characters (zero-width spaces and joiners, soft hyphens, bidi controls, variation "
+        "selectors, tags) before shingling (default on; off for indexes made before the setting existed)",
+    )
+    group.add_argument(
         "--scheme",
         choices=("oph", "classic"),
         default=defaults.scheme,

@@ -40,17 +40,20 @@ def read_records(
     id_field: str = "id",
     text_field: str = "text",
     strip_punctuation: bool = False,
+    ignore_invisible: bool = True,
 ) -> Iterator[Record | Reject]:
     """Parse JSON lines (numbered from 1); blank lines are skipped."""
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\n")
         if not line.strip():
             continue
-        yield _parse(number, line, id_field, text_field, strip_punctuation)
+        yield _parse(number, line, id_field, text_field, strip_punctuation, ignore_invisible)
 
 
-def _parse(number: int, line: str, id_field: str, text_field: str, strip_punctuation: bool) -> Record | Reject:
-    fields = read_json_document(line, id_field, text_field, strip_punctuation)
+def _parse(
+    number: int, line: str, id_field: str, text_field: str, strip_punctuation: bool, ignore_invisible: bool
+) -> Record | Reject:
+    fields = read_json_document(line, id_field, text_field, strip_punctuation, ignore_invisible=ignore_invisible)
     if isinstance(fields, Refusal):
         return Reject(number, fields.detail, line)
     if fields.id is None:

@@ -108,9 +108,10 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     if header["digest"] != digest:
         raise ChangelogError(
             "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
-            "banding, verification, SimHash weighting or containment) than this run's; its signatures are not "
-            "comparable. "
-            "Run with the original settings, or point changelog_topic at a new topic (the index then starts empty)."
+            "banding, verification, SimHash weighting, containment or ignore_invisible) than this run's; its "
+            "signatures are not comparable. "
+            "Run with the original settings (a changelog written before ignore_invisible existed needs it off), or "
+            "point changelog_topic at a new topic (the index then starts empty)."
         )
     documents = IndexedBatch(texts_of(arrays, "id"), signed_batch(arrays), arrays["event_times"], arrays["sources"])
     return ChangelogEntry(

@@ -59,6 +59,7 @@ class InputReading:
     text_field: str = "text"
     max_document_bytes: int = 1 << 20
     strip_punctuation: bool = False
+    ignore_invisible: bool = True
     max_id_bytes: int = DEFAULT_MAX_ID_BYTES
 
 
@@ -143,9 +144,14 @@ def _fields(value: bytes, reading: InputReading) -> DocumentFields | Refusal:
     if isinstance(text, Refusal):
         return text
     if reading.input_format == "text":
-        return read_text_document(text, reading.strip_punctuation)
+        return read_text_document(text, reading.strip_punctuation, ignore_invisible=reading.ignore_invisible)
     return read_json_document(
-        text, reading.id_field, reading.text_field, reading.strip_punctuation, reading.max_id_bytes
+        text,
+        reading.id_field,
+        reading.text_field,
+        reading.strip_punctuation,
+        reading.max_id_bytes,
+        ignore_invisible=reading.ignore_invisible,
     )
 
 

@@ -51,11 +51,14 @@ class Shingling:
         unit: ``"char"`` for character k-shingles, ``"word"`` for word n-grams.
         size: tokens per shingle (k), at least 1. Default 5 characters.
         strip_punctuation: delete Unicode punctuation during normalisation.
+        ignore_invisible: delete invisible characters during normalisation
+            (see :mod:`~stream_dedup.text.normalize`).
     """
 
     unit: ShingleUnit = "char"
     size: int = 5
     strip_punctuation: bool = False
+    ignore_invisible: bool = True
 
     def __post_init__(self) -> None:
         if self.unit not in ("char", "word"):

@@ -324,5 +324,6 @@ class WorkerSettings(ConnectionSettings):
             text_field=self.text_field,
             max_document_bytes=self.max_document_bytes,
             strip_punctuation=self.detection.strip_punctuation,
+            ignore_invisible=self.detection.ignore_invisible,
             max_id_bytes=self.max_id_bytes,
         )

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Detector
+from stream_dedup.engine import Detector, make_detector
 from stream_dedup.errors import ConfigError, InputError
 from stream_dedup.lsh import IndexedBatch, SignedBatch
 from stream_dedup.text import Shingling, normalize, shingle_set
@@ -165,3 +165,14 @@ def test_memory_per_document_stays_within_budget(config: DetectionConfig) -> Non
 def test_bad_settings_name_the_setting(setting: str, kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError, match=setting):
         Detector(DetectionConfig(**kwargs))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("method", ["minhash", "simhash", "combined"])
+def test_invisible_characters_do_not_hide_a_copy(method: str) -> None:
+    """A zero-width space between letters, soft hyphens in long words: unseen, so the copy is a copy."""
+    text = "Spacious two-room apartment near the central station, newly renovated, available from March"
+    hidden = "\u200b".join(text[:40]) + text[40:].replace("renovated", "reno\u00adva\u00adted") + "\ufe0f\U000e0041"
+    verdicts = make_detector(DetectionConfig(method=method)).process(["ad", "spam"], [text, hidden])
+    assert (verdicts[1].verdict, verdicts[1].duplicate_of, verdicts[1].similarity) == ("duplicate", "ad", 1.0)
+    kept = make_detector(DetectionConfig(method=method, ignore_invisible=False)).process(["ad", "spam"], [text, hidden])
+    assert kept[1].verdict == "unique"

@@ -500,3 +500,16 @@ def test_a_snapshot_with_other_containment_state_is_refused_naming_it(
     save_snapshot(fed(made_with, [words_text(1)]), tmp_path / "index.snap")
     with pytest.raises(IncompatibleSnapshotError, match=f"made with {named}="):
         load_snapshot(tmp_path / "index.snap", loaded_with)
+
+
+def test_a_snapshot_made_before_invisible_characters_were_ignored_says_to_run_with_the_setting_off(
+    tmp_path: Path,
+) -> None:
+    """An index of then is one with the setting off: its fingerprint names no such parameter."""
+    made_then = DetectionConfig(ignore_invisible=False)
+    assert "ignore_invisible" not in made_then.signature_parameters()
+    save_snapshot(fed(made_then, [words_text(1)]), tmp_path / "index.snap")
+    with pytest.raises(IncompatibleSnapshotError, match="made with ignore_invisible=False but this run uses "):
+        load_snapshot(tmp_path / "index.snap", DetectionConfig())
+    restored, _ = load_snapshot(tmp_path / "index.snap", made_then)
+    assert len(restored) == 1

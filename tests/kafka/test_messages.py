@@ -246,3 +246,20 @@ def test_pointers_and_coordinates_round_trip_one_at_a_time_and_all_at_once(coord
 @pytest.mark.parametrize(("partition", "offset"), [(2**16, 0), (0, 2**48), (-1, 0), (0, -1)])
 def test_coordinates_past_the_pointer_have_none(partition: int, offset: int) -> None:
     assert pointer_of(partition, offset) == NO_SOURCE
+
+
+@pytest.mark.parametrize("input_format", ["json", "text"])
+def test_a_text_of_invisible_characters_only_is_empty_and_a_dead_letter_unless_they_are_kept(
+    input_format: str,
+) -> None:
+    invisible = "\u200b\u2060 \ufeff\u00ad\U000e0041"
+
+    def value(text: str) -> bytes:
+        return json.dumps({"id": "d", "text": text}).encode() if input_format == "json" else text.encode()
+
+    letter = read(value(invisible), input_format=input_format)
+    assert isinstance(letter, DeadLetter) and letter.reason == "empty_text"
+    kept = read(value(invisible), input_format=input_format, ignore_invisible=False)
+    assert isinstance(kept, InputDocument) and kept.text == "\u200b\u2060 \ufeff\u00ad\U000e0041"
+    visible = read(value(invisible.replace("\u00ad", "x")), input_format=input_format)
+    assert isinstance(visible, InputDocument) and visible.text == "x"

@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from stream_dedup.errors import InputError
 from stream_dedup.text import normalize, normalize_all
@@ -18,3 +20,67 @@ def test_text_empty_after_normalisation_is_bad_input_naming_its_position() -> No
         normalize_all(["fine", " \t\n "])
     with pytest.raises(InputError):
         normalize_all(["...!"], strip_punctuation=True)
+
+
+#: Invisible characters from several blocks of Unicode's Default_Ignorable_Code_Point list.
+INVISIBLE = [
+    "\u00ad",  # soft hyphen
+    "\u034f",  # combining grapheme joiner
+    "\u061c",  # Arabic letter mark
+    "\u180e",  # Mongolian vowel separator
+    "\u200b",  # zero-width space
+    "\u200c",  # zero-width non-joiner
+    "\u200d",  # zero-width joiner
+    "\u200e",  # left-to-right mark
+    "\u202e",  # right-to-left override
+    "\u2060",  # word joiner
+    "\u2066",  # left-to-right isolate
+    "\u3164",  # Hangul filler
+    "\ufe0f",  # variation selector 16
+    "\ufeff",  # byte order mark
+    "\uffa0",  # halfwidth Hangul filler
+    "\U0001bca0",  # shorthand format letter overlap
+    "\U0001d173",  # musical symbol begin beam
+    "\U000e0001",  # language tag
+    "\U000e0041",  # tag latin capital letter A ("ASCII smuggling")
+    "\U000e0100",  # variation selector 17
+]
+#: Look alike, but are seen (or are whitespace): kept.
+VISIBLE = ["\u00a0", "\u2009", "\u3000", "\u0301", "\u05d0", "\u0e01", "\U0001f600", "\u2028", "-", "\u00ac"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60), st.lists(st.tuples(st.integers(0, 60), st.sampled_from(INVISIBLE)), max_size=20))
+def test_invisible_characters_anywhere_change_nothing(text: str, inserted: list[tuple[int, str]]) -> None:
+    hidden = text
+    for at, character in inserted:
+        hidden = hidden[:at] + character + hidden[at:]
+    original = normalize("".join(c for c in text if c not in INVISIBLE))
+    assert normalize(hidden) == original
+    assert normalize(hidden, strip_punctuation=True) == normalize(original, strip_punctuation=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(
+        st.characters(blacklist_categories=("Cf", "Cs"), max_codepoint=0xDFFFF)  # U+E0000 on: tags, selectors
+        | st.sampled_from(VISIBLE),
+        max_size=80,
+    )
+)
+def test_without_invisible_characters_the_setting_changes_nothing(text: str) -> None:
+    # Outside category Cf and past U+E0000, the default-ignorable code points are a few fillers and selectors.
+    fillers = "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
+    assume(not any(c in fillers or "\ufe00" <= c <= "\ufe0f" or "\ufff0" <= c <= "\ufff8" for c in text))
+    assert normalize(text) == normalize(text, ignore_invisible=False)
+
+
+def test_a_mark_behind_an_invisible_character_composes_with_its_letter() -> None:
+    assert normalize("cafe\u034f\u0301") == normalize("café") == "café"
+
+
+def test_with_the_setting_off_invisible_characters_are_kept_as_before() -> None:
+    assert normalize("fr\u200bee", ignore_invisible=False) == "fr\u200bee"
+    with pytest.raises(InputError):
+        normalize_all(["\u200b\u200d \ufeff"])
+    assert normalize_all(["\u200b\u200d \ufeff"], ignore_invisible=False) == ["\u200b\u200d \ufeff"]

@@ -156,3 +156,10 @@ def test_role_settings_that_cannot_work_are_refused_by_name(values: dict[str, st
     with pytest.raises(ConfigError, match=words) as raised:
         resolve_settings({}, {f"STREAM_DEDUP_{k}": v for k, v in values.items()})
     assert raised.value.setting == setting
+
+
+def test_invisible_characters_are_ignored_unless_turned_off_and_reading_follows_the_setting() -> None:
+    assert resolve_settings({}, {}).input_reading().ignore_invisible is True
+    settings = resolve_settings({}, {"STREAM_DEDUP_IGNORE_INVISIBLE": "off"})
+    assert settings.detection.ignore_invisible is False
+    assert settings.input_reading().ignore_invisible is False
