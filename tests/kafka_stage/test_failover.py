@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from stream_dedup.config import DetectionConfig
 from tests.corpus import make_clustered_corpus
 
 from .broker import JarBroker, jar_broker
@@ -26,12 +25,10 @@ from .stage import (
     make_stage,
     produce,
     read_committed,
-    role_threads,
-    verdicts_by_source,
     wait_until,
     worker_thread,
 )
-from .test_roles import SLOTS, one_process_verdicts, sequenced_batches
+from .test_roles import a_signer_two_shards_and_a_judge, check_one_process_verdicts_once
 
 pytestmark = pytest.mark.kafka
 
@@ -134,13 +131,7 @@ def test_broker_crash_mid_stream_leaves_every_role_publishing_each_verdict_once_
     corpus = make_clustered_corpus(4000, seed=35)
     messages = document_messages(corpus, partitions=3)
     produce(stage.bootstrap, stage.input_topic, messages[:2000])
-    roles = dict(batch_size=100, index_slots=SLOTS, shards=2)
-    with role_threads(
-        stage.settings("signer-1", role="signer", **roles),
-        stage.settings("shard-0", role="shard", shard_index=0, **roles),
-        stage.settings("shard-1", role="shard", shard_index=1, **roles),
-        stage.settings("judge-1", role="judge", **roles),
-    ) as runners:
+    with a_signer_two_shards_and_a_judge(stage) as runners:
         read_committed(stage.bootstrap, stage.output_topic, 600, settle=0)
         own_broker.kill()  # a crash, every hop with a transaction in flight: each must come back by itself
         time.sleep(3)
@@ -148,13 +139,7 @@ def test_broker_crash_mid_stream_leaves_every_role_publishing_each_verdict_once_
         produce(stage.bootstrap, stage.input_topic, messages[2000:])
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180)
         sequenced = runners[0].settings.sequenced_topic
-    published = [json.loads(r.value) for r in records]
-    assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
-    assert len(published) == len(corpus)
-    config = DetectionConfig(index_slots=SLOTS)
-    batches = sequenced_batches(stage.bootstrap, sequenced, config)
-    assert sorted(d for b in batches for d in b.entry.documents.ids) == sorted(f"doc-{i}" for i in range(len(corpus)))
-    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)
+    check_one_process_verdicts_once(stage, records, sequenced, len(corpus))
 
 
 def test_a_corrupt_newest_snapshot_is_skipped_for_the_one_before(

@@ -20,6 +20,7 @@ from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
+    RoleRunner,
     Stage,
     document_messages,
     produce,
@@ -70,27 +71,40 @@ def one_process_verdicts(
     return published
 
 
-def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(stage: Stage) -> None:
-    corpus = make_clustered_corpus(1500, seed=31)
-    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+def a_signer_two_shards_and_a_judge(stage: Stage) -> contextlib.AbstractContextManager[list[RoleRunner]]:
+    """The roles of a sharded ``stage`` as threads (batches of 100); the signer's runner first."""
     roles = dict(batch_size=100, index_slots=SLOTS, shards=2)
-    with role_threads(
+    return role_threads(
         stage.settings("signer-1", role="signer", **roles),
         stage.settings("shard-0", role="shard", shard_index=0, **roles),
         stage.settings("shard-1", role="shard", shard_index=1, **roles),
         stage.settings("judge-1", role="judge", **roles),
-    ) as runners:
+    )
+
+
+def check_one_process_verdicts_once(
+    stage: Stage, records: list[Any], sequenced: str, documents: int
+) -> tuple[list[dict[str, Any]], list[SequencedBatch]]:
+    """Each of ``documents`` got one verdict, the one a single process gives on the sequenced topic; returns
+    the verdicts published and the sequenced batches."""
+    published = [json.loads(r.value) for r in records]
+    assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
+    assert len(published) == documents
+    config = DetectionConfig(index_slots=SLOTS)
+    batches = sequenced_batches(stage.bootstrap, sequenced, config)
+    assert sum(len(b.entry.documents.ids) for b in batches) == documents
+    assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)
+    return published, batches
+
+
+def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(stage: Stage) -> None:
+    corpus = make_clustered_corpus(1500, seed=31)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    with a_signer_two_shards_and_a_judge(stage) as runners:
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
         sequenced = runners[0].settings.sequenced_topic
 
-    published = [json.loads(r.value) for r in records]
-    assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
-    assert len(published) == len(corpus)
-    config = DetectionConfig(index_slots=SLOTS)
-    batches = sequenced_batches(stage.bootstrap, sequenced, config)
-    assert sum(len(b.entry.documents.ids) for b in batches) == len(corpus)
-    expected = one_process_verdicts(batches, config, stage)
-    assert {v["id"]: v for v in published} == expected
+    published, batches = check_one_process_verdicts_once(stage, records, sequenced, len(corpus))
     assert sum(v["verdict"] == "duplicate" for v in published) > 150
     assert {r.key for r in records} == {v["id"].encode() for v in published}
     # Matches were found on both shards: the judge really merged.
