@@ -22,6 +22,7 @@ import unicodedata
 from collections.abc import Iterable
 
 from stream_dedup.errors import InputError
+from stream_dedup.text.combining_runs import cap_combining_runs
 
 #: Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties.txt, Unicode 15.1), in the basic
 #: multilingual plane and above it: one class of both would be scanned three times slower.
@@ -56,7 +57,8 @@ def fold(text: str, strip_punctuation: bool = False, ignore_invisible: bool = Tr
     """
     if ignore_invisible:
         text = _without_invisible(text)
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    # Runs of combining marks are cut first: NFKC's cost is quadratic in their length.
+    folded = unicodedata.normalize("NFKC", cap_combining_runs(text)).casefold()
     if strip_punctuation:
         folded = folded.translate(_punctuation_table())
     return folded
