@@ -107,10 +107,12 @@ def line_chart(
     parts = [*_frame_parts(frame, title), *_x_ticks(frame)]
     for mark in marks:
         left = frame.px(mark.x)
+        # In the right half the label goes left of its line, so that it is not cut at the edge.
+        beside = f'x="{left - 4:.1f}" text-anchor="end"' if left > (_LEFT + frame.right) / 2 else f'x="{left + 4:.1f}"'
         parts.append(
             f'<line class="mark" x1="{left:.1f}" y1="{frame.top:.1f}" x2="{left:.1f}" y2="{frame.bottom:.1f}" '
             'stroke="#555" stroke-dasharray="4 3"/>'
-            f'<text x="{left + 4:.1f}" y="{frame.bottom - 6:.1f}" fill="#555">{escape(mark.label)}</text>'
+            f'<text {beside} y="{frame.bottom - 6:.1f}" fill="#555">{escape(mark.label)}</text>'
         )
     if not any(s.points for s in series):
         parts.append(_empty_note(frame, empty))

@@ -13,7 +13,7 @@ from stream_dedup.cli.records import INPUT_ENCODING, Record, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
 from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
 from stream_dedup.engine.evaluation import RealisedCurve, measure, realised_curve
-from stream_dedup.errors import ConfigError
+from stream_dedup.lsh.hamming_curve import within_distance_probability
 
 _CURVE_POINTS = np.round(np.arange(0.1, 1.0001, 0.05), 2)
 
@@ -32,8 +32,8 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     parser.add_argument(
         "--plot",
         metavar="FILE.svg",
-        help="draw the S-curve and the threshold to this SVG file; with --sample, also the share of the "
-        "sample's pairs detected, by exact Jaccard",
+        help="draw the S-curve and the threshold (SimHash: the chance of a pair within --max-hamming bits) to this "
+        "SVG file; with --sample, also the share of the sample's pairs detected, by exact Jaccard",
     )
     add_detection_options(parser)
     parser.set_defaults(run=run)
@@ -41,8 +41,6 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
-    if args.plot and not config.uses_minhash:
-        raise ConfigError("plot", "draws the S-curve of MinHash banding: use it with method minhash or combined")
     with ExitStack() as stack:
         # Opened first: a path that cannot be written fails before the sample is measured.
         plot = stack.enter_context(open(args.plot, "w", encoding="utf-8")) if args.plot else None
@@ -81,6 +79,9 @@ def _print_hamming_layout(config: DetectionConfig) -> None:
         f"  expected fingerprints probed per query at {documents:,} documents ({sized_by}): "
         f"{layout.expected_probes(documents):.1f}"
     )
+    print(f"\n  J     P(within {k} bits), sets of equal size")
+    for s, p in zip(_CURVE_POINTS, within_distance_probability(_CURVE_POINTS, k), strict=True):
+        print(f"  {s:.2f}  {p:.6f}")
 
 
 def _sample_accuracy(path: str, limit: int, config: DetectionConfig) -> list[str]:
@@ -126,12 +127,17 @@ def _print_banding(config: DetectionConfig) -> None:
 def _measure_curve(texts: list[str], config: DetectionConfig) -> RealisedCurve:
     """The realised S-curve of the sample, printed as a table (what the plot shows)."""
     curve = realised_curve(texts, config, curve_edges(config.threshold))
-    banding = config.banding()
-    print(f"\n  J bucket     pairs  candidates  reported  P(candidate)   ({curve.pairs:,} pairs by exact Jaccard)")
+    print(f"\n  J bucket     pairs  candidates  reported  in theory   ({curve.pairs:,} pairs by exact Jaccard)")
     for candidate, reported in zip(curve.candidates, curve.flagged, strict=True):
-        expected = float(banding.collision_probability(candidate.centre))
         print(
             f"  {candidate.low:.2f}-{min(candidate.high, 1.0):.2f} {candidate.count:9,}  "
-            f"{candidate.rate:10.3f}  {reported.rate:8.3f}  {expected:12.3f}"
+            f"{candidate.rate:10.3f}  {reported.rate:8.3f}  {_in_theory(candidate.centre, config):9.3f}"
         )
     return curve
+
+
+def _in_theory(jaccard: float, config: DetectionConfig) -> float:
+    """The chance a pair at ``jaccard`` becomes a candidate: banding's, or SimHash's (sets of equal size)."""
+    if config.uses_minhash:
+        return float(config.banding().collision_probability(jaccard))
+    return float(within_distance_probability(jaccard, config.max_hamming))

@@ -1,4 +1,4 @@
-"""The S-curve of a banding as an SVG picture, with what a sample measured beside it.
+"""The S-curve of a banding (or of SimHash's distance limit) as an SVG picture, with what a sample measured beside it.
 
 The theoretical curve ``P(s) = 1 - (1 - s**r)**b`` says how likely a pair of
 Jaccard similarity ``s`` is to become a candidate. Measured on a sample
@@ -14,6 +14,7 @@ import numpy as np
 from stream_dedup.charts import Axis, Mark, Series, line_chart
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.evaluation import BucketRate, RealisedCurve, midpoint
+from stream_dedup.lsh.hamming_curve import expected_distance_jaccard, within_distance_probability
 
 _CURVE_POINTS = 201
 
@@ -30,32 +31,56 @@ def curve_edges(threshold: float) -> list[float]:
 
 
 def s_curve_svg(config: DetectionConfig, measured: RealisedCurve | None = None, sample_name: str = "") -> str:
-    """The chart: the theoretical curve, the threshold, and the measured shares if given."""
-    banding = config.banding()
-    b, r = banding.bands, banding.rows_per_band
+    """The chart: the theoretical curve, the threshold, and the measured shares if given.
+
+    MinHash (and the combined method): the banding's curve, and the shares of
+    pairs that shared a band and that were reported. SimHash: the chance of
+    fingerprints within ``max_hamming`` bits, and the share reported (the
+    index finds every such pair, so candidates and reported are one).
+    """
     similarity = np.linspace(0.0, 1.0, _CURVE_POINTS)
-    probability = banding.collision_probability(similarity)
-    series = [Series(f"P(candidate) = 1 - (1 - s^{r})^{b}, in theory", list(zip(similarity, probability, strict=True)))]
+    if config.uses_minhash:
+        banding = config.banding()
+        b, r = banding.bands, banding.rows_per_band
+        theory = Series(
+            f"P(candidate) = 1 - (1 - s^{r})^{b}, in theory",
+            list(zip(similarity, banding.collision_probability(similarity), strict=True)),
+        )
+        title = f"S-curve: {b} bands x {r} rows, threshold {config.threshold:g}"
+        mark = Mark(config.threshold, f"threshold {config.threshold:g}")
+    else:
+        k = config.max_hamming
+        theory = Series(
+            f"P(within {k} of 64 bits), sets of equal size, in theory",
+            list(zip(similarity, within_distance_probability(similarity, k), strict=True)),
+        )
+        title = f"SimHash: duplicate within {k} of 64 bits"
+        mark = Mark(expected_distance_jaccard(k), f"expected distance {k} bits")
+    series = [theory]
     if measured is not None:
-        series += [
+        sample = f"measured on {sample_name}: {measured.pairs:,} pairs of {measured.documents:,} documents"
+        if config.uses_minhash:
+            series.append(
+                Series(
+                    f"shared a band, {sample}{_crossing(measured.candidates)}",
+                    [(bucket.centre, bucket.rate) for bucket in measured.candidates],
+                    "dots",
+                )
+            )
+            sample = "measured"
+        series.append(
             Series(
-                f"shared a band, measured on {sample_name}: {measured.pairs:,} pairs of {measured.documents:,} "
-                f"documents{_crossing(measured.candidates)}",
-                [(bucket.centre, bucket.rate) for bucket in measured.candidates],
-                "dots",
-            ),
-            Series(
-                f"reported duplicate, measured{_crossing(measured.flagged)}",
+                f"reported duplicate, {sample}{_crossing(measured.flagged)}",
                 [(bucket.centre, bucket.rate) for bucket in measured.flagged],
                 "line+dots",
-            ),
-        ]
+            )
+        )
     return line_chart(
         series,
         Axis("Jaccard similarity of a pair", 0.0, 1.0, ".1f"),
         Axis("share of pairs", 0.0, 1.0, ".0%"),
-        title=f"S-curve: {b} bands x {r} rows, threshold {config.threshold:g}",
-        marks=[Mark(config.threshold, f"threshold {config.threshold:g}")],
+        title=title,
+        marks=[mark],
         width=760,
         height=420,
     )

@@ -225,6 +225,33 @@ def test_plot_with_a_sample_adds_the_shares_of_its_pairs_found_by_exact_jaccard(
     assert all(1 <= series[label] <= pairs for label in measured)
 
 
+def test_simhash_plot_draws_the_chance_of_a_pair_within_k_bits_and_what_the_sample_measured(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    planted_sample(tmp_path / "sample.jsonl", originals=30, planted=8)
+    plot = tmp_path / "curve.svg"
+
+    code, out, _ = params(
+        capsys,
+        "--method",
+        "simhash",
+        "--max-hamming",
+        "6",
+        "--sample",
+        str(tmp_path / "sample.jsonl"),
+        "--plot",
+        str(plot),
+    )
+
+    assert code == 0
+    assert "J     P(within 6 bits), sets of equal size" in out
+    series = svg_series(plot)
+    assert series["P(within 6 of 64 bits), sets of equal size, in theory"] == 201
+    (measured,) = [label for label in series if "measured" in label]
+    assert measured.startswith("reported duplicate, measured on sample.jsonl: 8 pairs of 38 documents")
+    assert "SimHash: duplicate within 6 of 64 bits" in plot.read_text()
+
+
 def test_plot_to_a_path_that_cannot_be_written_fails_before_measuring(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
