@@ -13,7 +13,7 @@ from stream_dedup.cli.records import INPUT_ENCODING, Record, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
 from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
 from stream_dedup.engine.evaluation import RealisedCurve, measure, realised_curve
-from stream_dedup.lsh.hamming_curve import within_distance_probability
+from stream_dedup.lsh.hamming_curve import expected_distance, within_distance_probability
 
 _CURVE_POINTS = np.round(np.arange(0.1, 1.0001, 0.05), 2)
 
@@ -71,7 +71,7 @@ def _print_hamming_layout(config: DetectionConfig) -> None:
     print(f"  expected distance at cosine c: 64*acos(c)/pi; {k} bits is cosine {math.cos(math.pi * k / 64):.3f}")
     print("  expected distance at Jaccard J (equal-size sets):", end="")
     for jaccard in (0.5, 0.7, 0.8, 0.9, 0.95):
-        print(f"  J={jaccard}: {64 * math.acos(2 * jaccard / (1 + jaccard)) / math.pi:.1f}", end="")
+        print(f"  J={jaccard}: {float(expected_distance(jaccard)):.1f}", end="")
     print()
     print(f"  Hamming index: {layout.tables} tables, levels {list(layout.levels)}, key bits {list(layout.key_bits)}")
     print(f"  table bytes per document {layout.table_bytes} (plus 8 fingerprint, 8 source, id)")

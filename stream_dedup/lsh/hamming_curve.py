@@ -25,10 +25,14 @@ def equal_size_cosine(jaccard: npt.ArrayLike) -> npt.NDArray[np.float64]:
     return 2.0 * j / (1.0 + j)
 
 
+def expected_distance(jaccard: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The expected Hamming distance of the fingerprints of equal-size sets at ``jaccard``."""
+    return FINGERPRINT_BITS * np.arccos(np.clip(equal_size_cosine(jaccard), -1.0, 1.0)) / math.pi
+
+
 def within_distance_probability(jaccard: npt.ArrayLike, max_distance: int) -> npt.NDArray[np.float64]:
     """``P(distance <= max_distance)`` of the SimHash fingerprints of equal-size sets at ``jaccard``."""
-    cosine = np.clip(equal_size_cosine(jaccard), -1.0, 1.0)
-    p = np.arccos(cosine) / math.pi
+    p = expected_distance(jaccard) / FINGERPRINT_BITS  # the chance that one bit differs
     total = np.zeros_like(p)
     for i in range(max_distance + 1):
         total += math.comb(FINGERPRINT_BITS, i) * p**i * (1.0 - p) ** (FINGERPRINT_BITS - i)

@@ -5,7 +5,12 @@ import math
 import numpy as np
 import pytest
 
-from stream_dedup.lsh.hamming_curve import equal_size_cosine, expected_distance_jaccard, within_distance_probability
+from stream_dedup.lsh.hamming_curve import (
+    equal_size_cosine,
+    expected_distance,
+    expected_distance_jaccard,
+    within_distance_probability,
+)
 
 
 @pytest.mark.parametrize("k", [0, 3, 6, 10, 16])
@@ -31,3 +36,4 @@ def test_the_curve_rises_to_one_and_turns_where_the_expected_distance_is_k() -> 
     for k in (1, 3, 10):
         cosine = float(equal_size_cosine(expected_distance_jaccard(k)))
         assert 64 * math.acos(cosine) / math.pi == pytest.approx(k)
+        assert float(expected_distance(expected_distance_jaccard(k))) == pytest.approx(k)
