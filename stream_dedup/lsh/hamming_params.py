@@ -28,6 +28,7 @@ the full fingerprint anyway, so this costs only probes (``N / 2**32``).
 
 import functools
 import itertools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -119,7 +120,8 @@ def choose_layout(
     if expected_documents < 1:
         raise ConfigError("expected_documents", f"must be at least 1, got {expected_documents}")
     smallest = HammingLayout(max_distance, (max_distance + 1,))  # also validates max_distance
-    fitting = [layout for layout in _candidates(max_distance) if layout.table_bytes <= max_table_bytes]
+    max_tables = max_table_bytes // (DOC_BYTES + np.dtype(np.uint16).itemsize)
+    fitting = [layout for layout in _candidates(max_distance, max_tables) if layout.table_bytes <= max_table_bytes]
     if not fitting:
         raise ConfigError(
             "max_table_bytes",
@@ -129,12 +131,19 @@ def choose_layout(
     return min(fitting, key=lambda layout: (layout.expected_probes(expected_documents) + layout.tables, layout.tables))
 
 
-def _candidates(max_distance: int) -> list[HammingLayout]:
-    """One- and two-level layouts with a few more blocks than ``max_distance``; those out of bits are skipped."""
+def _candidates(max_distance: int, max_tables: int) -> list[HammingLayout]:
+    """One- and two-level layouts with a few more blocks than ``max_distance``, of ``max_tables`` tables at most.
+
+    Layouts out of bits are skipped, and those of too many tables are never
+    built: enumerating the keys of ``(16, 16)`` at ``k = 12`` (3.3 million
+    tables) took seconds, and ``choose_layout`` at ``k = 16`` minutes.
+    """
     sizes = range(max_distance + 1, max_distance + 6)
     shapes = [(b,) for b in sizes] + list(itertools.product(sizes[:4], repeat=2))
     layouts = []
     for levels in shapes:
+        if math.prod(math.comb(blocks, max_distance) for blocks in levels) > max_tables:
+            continue
         try:
             layouts.append(HammingLayout(max_distance, levels))
         except ConfigError:

@@ -1,3 +1,4 @@
+import contextlib
 import itertools
 import json
 import math
@@ -202,6 +203,24 @@ def test_a_larger_memory_budget_buys_fewer_probes() -> None:
     roomy = choose_layout(3, 10_000_000, max_table_bytes=80)
     assert roomy.table_bytes <= 80
     assert roomy.expected_probes(10_000_000) < choose_layout(3, 10_000_000).expected_probes(10_000_000) / 100
+
+
+@pytest.mark.parametrize("budget", [24, 32, 80, 200])
+def test_the_layout_chosen_is_the_best_of_every_candidate_that_fits(budget: int) -> None:
+    """Candidates of too many tables are never built; the choice is still the best of all of them that fit."""
+    for k in range(0, 7):
+        sizes = range(k + 1, k + 6)
+        shapes = [(b,) for b in sizes] + list(itertools.product(sizes[:4], repeat=2))
+        fitting = []
+        for levels in shapes:
+            with contextlib.suppress(ConfigError):  # out of bits
+                layout = HammingLayout(k, levels)
+                if layout.table_bytes <= budget:
+                    fitting.append(layout)
+        if not fitting:
+            continue
+        best = min(fitting, key=lambda layout: (layout.expected_probes(10**6) + layout.tables, layout.tables))
+        assert choose_layout(k, 10**6, max_table_bytes=budget) == best
 
 
 def test_paper_example_has_16_tables_of_28_bit_keys() -> None:
