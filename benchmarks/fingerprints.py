@@ -101,7 +101,7 @@ def stream_dedup_run(fill: int, probes: int) -> tuple[float, float, float, float
     grown = rss_bytes() - before
     trimmed = trimmed_rss_bytes() - before
     nbytes = index.nbytes / len(index)
-    probed = sum(g.runs.search(index.layout.keys(queries[:BATCH]))[0].size for g in index.generations.items) / BATCH
+    probed = sum(g.runs.search(index.layout.keys(queries[:BATCH]))[0].size for g in index.generations) / BATCH
     found = []
     with stopwatch() as t:
         for start in range(0, probes, BATCH):

@@ -44,7 +44,6 @@ _MINHASH_ONLY = (
     "bands",
     "rows_per_band",
     "min_recall",
-    "index_slots",
 )
 #: Most slots the hot-bucket cap can be split into: a slot is read from the high 16 bits of a content key.
 MAX_INDEX_SLOTS = 1 << 16
@@ -111,7 +110,8 @@ class DetectionConfig:
             ``simhash``, stored near matches per generation past which a
             document is kept but not entered in the Hamming tables).
         index_slots: the hot-bucket cap is counted per slot, a hash of the
-            document's content (default 1: over all documents): each of
+            document's content (for ``simhash``, of its fingerprint; default
+            1: over all documents): each of
             ``index_slots`` slots admits ``ceil(max_bucket_size /
             index_slots)`` documents per key and generation. What lets an
             index sharded over N shards (N dividing it) count its caps

@@ -116,6 +116,28 @@ class DuplicateDetector(ABC):
         which judges fingerprints, takes none.
         """
 
+    @abstractmethod
+    def insert(self, batch: IndexedBatch, counts: npt.NDArray[np.int64]) -> None:
+        """Index ``batch`` (sequence numbers ``index.next_seq`` onwards), with its probe's counts of each row.
+
+        The counts (of documents under the row's keys, or of near
+        fingerprints) are what the hot-bucket cap compares with its limit.
+        """
+
+    def _index_and_count(self, batch: IndexedBatch, best: BestMatches, counts: npt.NDArray[np.int64]) -> None:
+        """The end of :meth:`process_signed`: insert the batch, count its documents and duplicates."""
+        self.insert(batch, counts)
+        self.stats.documents += len(batch.ids)
+        self.stats.duplicates += int(np.count_nonzero(best.seqs >= 0))
+
+    @abstractmethod
+    def slots_of(self, batch: SignedBatch, slots: int) -> npt.NDArray[np.intp]:
+        """Each row's slot of ``slots``, a hash of its content that exact copies share.
+
+        The hot-bucket cap is counted per slot (``index_slots``), and a sharded
+        index gives each shard whole slots (:mod:`~stream_dedup.engine.sharding`).
+        """
+
     def process(
         self,
         ids: Sequence[str],

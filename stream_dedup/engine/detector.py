@@ -53,7 +53,7 @@ from stream_dedup.engine.pairs import (
 from stream_dedup.engine.simhash_detector import SimHashDetector
 from stream_dedup.engine.text_verification import DocumentTexts, ambiguous_pairs, text_similarity
 from stream_dedup.engine.verdict import Verdict
-from stream_dedup.lsh.band_keys import index_keys
+from stream_dedup.lsh.band_keys import content_slots, index_keys
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.lsh.index import BandIndex, pairs_within_batch, ranks_within_batch
 from stream_dedup.lsh.retention import Retention
@@ -180,9 +180,7 @@ class Detector(DuplicateDetector):
             self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
             self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
             self.stats.containment_candidates += found.candidates
-        self.insert(batch, probe.counts)
-        self.stats.documents += len(batch.ids)
-        self.stats.duplicates += int(np.count_nonzero(probe.best.seqs >= 0))
+        self._index_and_count(batch, probe.best, probe.counts)
         return verdicts
 
     def probe(
@@ -227,6 +225,10 @@ class Detector(DuplicateDetector):
     def insert(self, batch: IndexedBatch, counts: npt.NDArray[np.int64]) -> None:
         """Index ``batch`` (sequence numbers ``index.next_seq`` onwards), its rows' :attr:`Probe.counts` given."""
         self.index.add(batch, counts)
+
+    def slots_of(self, batch: SignedBatch, slots: int) -> npt.NDArray[np.intp]:
+        """The content slot of each row's keys (``lsh.band_keys.content_slots``)."""
+        return content_slots(batch.keys, slots)
 
     def _measure(
         self,

@@ -22,14 +22,16 @@ checks), because:
 - similarities travel unrounded, so no rounding makes a tie that one index
   would not see.
 
-Ownership follows the content key (``lsh.band_keys.content_slots``): all
-exact copies of a text live on one shard, where the content table finds them
-as in one index. The two things a shard would otherwise count on its own
-documents only are counted as one index counts them:
+Ownership follows the content: the content key (``lsh.band_keys.content_slots``)
+of methods minhash and combined, the SimHash fingerprint of method simhash
+(``lsh.hamming.fingerprint_slots``). All exact copies of a text live on one
+shard, where the content table (or an exact fingerprint) finds them as in one
+index. The two things a shard would otherwise count on its own documents only
+are counted as one index counts them:
 
-- the hot-bucket cap is counted per content slot (``index_slots``, which the
-  number of shards must divide), so each slot, living whole on one shard, is
-  capped exactly as in one index;
+- the hot-bucket cap (for simhash: the hot-cluster cap) is counted per slot
+  (``index_slots``, which the number of shards must divide), so each slot,
+  living whole on one shard, is capped exactly as in one index;
 - retention is decided on the whole stream: a shard measures every batch
   (:class:`~stream_dedup.lsh.retention.Stretch`), owned or not, and seals
   and evicts its own generations at the same batches as one index.
@@ -44,11 +46,11 @@ import numpy.typing as npt
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import matches_of
 from stream_dedup.engine.detector import Detector, band_index
+from stream_dedup.engine.simhash_detector import SimHashDetector, hamming_index
 from stream_dedup.engine.text_verification import DocumentTexts
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
-from stream_dedup.lsh.band_keys import KeyArray, content_slots
 from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch
 from stream_dedup.lsh.retention import GenerationList, Retention, Stretch
 
@@ -63,16 +65,6 @@ def sequence_keys(offset: int, rows: int) -> SequenceKeys:
     if not 0 <= rows <= 1 << ROW_BITS:
         raise ValueError(f"a batch of {rows} documents does not fit {ROW_BITS} bits of row")
     return (np.int64(offset) << np.int64(ROW_BITS)) + np.arange(rows, dtype=np.int64)
-
-
-def shard_of(keys: KeyArray, shards: int) -> npt.NDArray[np.intp]:
-    """The shard owning each row: its content slot among ``shards``.
-
-    With ``shards`` dividing ``index_slots``, a document's slot (its content
-    slot among ``index_slots``) determines its shard, so every slot lives
-    whole on one shard.
-    """
-    return content_slots(keys, shards)
 
 
 @dataclass(frozen=True)
@@ -134,8 +126,6 @@ class ShardDetector:
     """
 
     def __init__(self, config: DetectionConfig, shard: int, shards: int) -> None:
-        if config.method == "simhash":
-            raise ConfigError("method", "the simhash method cannot be sharded yet: use minhash or combined")
         if shards < 1:
             raise ConfigError("shards", f"must be at least 1, got {shards}")
         if not 0 <= shard < shards:
@@ -150,7 +140,11 @@ class ShardDetector:
         self.shard = shard
         self.shards = shards
         # The index keeps no retention of its own: it follows the stream's, measured whole.
-        self.detector = Detector(config, band_index(config, Retention()))
+        self.detector: Detector | SimHashDetector = (
+            SimHashDetector(config, hamming_index(config, Retention()))
+            if config.method == "simhash"
+            else Detector(config, band_index(config, Retention()))
+        )
         self.stream = GenerationList(config.retention(), Stretch)
         #: Sequence keys of the stored documents, one arena per generation (by its base sequence number).
         self.generation_keys: dict[int, Arena] = {}
@@ -163,6 +157,14 @@ class ShardDetector:
         """Bytes held by the index's arrays and the sequence keys."""
         return self.detector.memory_bytes() + sum(arena.nbytes for arena in self.generation_keys.values())
 
+    def owners(self, batch: IndexedBatch) -> npt.NDArray[np.intp]:
+        """The shard owning each row: its slot among ``shards``.
+
+        With ``shards`` dividing ``index_slots``, a document's slot among
+        ``index_slots`` determines its shard, so every slot lives whole on one shard.
+        """
+        return self.detector.slots_of(batch.signed, self.shards)
+
     def answer(
         self, batch: IndexedBatch, keys: SequenceKeys, document_texts: DocumentTexts | None = None
     ) -> ShardAnswer:
@@ -173,7 +175,7 @@ class ShardDetector:
         process's detector does, so that the verdicts are the same. Batches
         must come in stream order, every shard seeing every batch.
         """
-        owned = shard_of(batch.signed.keys, self.shards) == self.shard
+        owned = self.owners(batch) == self.shard
         probe = self.detector.probe(batch, earlier=owned, document_texts=document_texts)
         best, first_seq = probe.best, probe.first_seq
         # Before the insert: retention may then evict a match and its id.
@@ -193,7 +195,7 @@ class ShardDetector:
             match_ids,
         )
         rows = np.flatnonzero(owned)
-        newest = self.detector.index.generations[-1].base_seq
+        newest = self.detector.index.history.newest.base_seq
         self.generation_keys.setdefault(newest, Arena((), np.int64)).extend(keys[rows])
         self.detector.insert(batch.take(rows), probe.counts[rows])
         self._follow_retention(batch)
@@ -205,7 +207,7 @@ class ShardDetector:
         self.stream.note_event_times(batch.event_times)
         history = self.detector.index.history
         if self.stream.apply_retention() is not None:
-            history.seal()
+            self.detector.index.seal()
         while len(history.items) > len(self.stream.items):
             history.evict_oldest()
         kept = {generation.base_seq for generation in history.items}

@@ -45,7 +45,7 @@ from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, LEADING_SIGNATURE_
 from stream_dedup.engine.detection import DetectorStats, DuplicateDetector
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.sharding import ShardDetector
-from stream_dedup.engine.simhash_detector import SimHashDetector
+from stream_dedup.engine.simhash_detector import SimHashDetector, hamming_index
 from stream_dedup.errors import CorruptSnapshotError, ForeignSnapshotError, IncompatibleSnapshotError
 from stream_dedup.lsh.arena import Arena
 from stream_dedup.lsh.generation import Generation
@@ -201,7 +201,7 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
     _check_parameters(source, header["parameters"], config.signature_parameters())
     detector: DuplicateDetector
     if config.method == "simhash":
-        detector = SimHashDetector(config, HammingIndex.restore(state["hamming"], arrays, config.hamming_layout()))
+        detector = SimHashDetector(config, HammingIndex.restore(state["hamming"], arrays, hamming_index(config)))
     else:
         detector = Detector(config)
         _restore_index(detector, state, arrays)
@@ -238,7 +238,10 @@ def load_shard_snapshot(
     except IncompatibleSnapshotError as error:
         raise ForeignSnapshotError(str(error)) from error
     restored = ShardDetector(config, shard, shards)
-    _restore_index(restored.detector, state, arrays)
+    if isinstance(restored.detector, SimHashDetector):
+        HammingIndex.restore(state["hamming"], arrays, restored.detector.index)
+    else:
+        _restore_index(restored.detector, state, arrays)
     restored.detector.stats = DetectorStats(**state["stats"])
     restored.generation_keys = {base: Arena.of(arrays[f"shard.keys.{base}"]) for base in made_by["key_generations"]}
     stream = made_by["stream"]

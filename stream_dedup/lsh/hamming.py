@@ -29,8 +29,14 @@ document (its id, source and fingerprint) but does not enter it in the
 tables when the newest generation already holds an exact copy of its
 fingerprint (the copy answers every later query as well, and is earlier) or
 at least ``max_bucket_size`` fingerprints within ``k`` of it. The skips are
-counted in :attr:`HammingIndex.hot_bucket_skips`. Without it (the default)
-every document is entered and the answers are exact.
+counted in :attr:`HammingIndex.hot_bucket_skips`. Without it every document
+is entered and the answers are exact.
+
+With ``slots`` > 1 the cap is counted per slot (:func:`fingerprint_slots`,
+a hash of the fingerprint): only near fingerprints of the document's own
+slot count, against ``ceil(max_bucket_size / slots)``. An index split by
+slot over shards then counts every cap exactly as one index does, each slot
+living whole on one shard (:mod:`~stream_dedup.engine.sharding`).
 
 Retention works as in :class:`~stream_dedup.lsh.BandIndex`: documents live in
 generations, the newest takes inserts, and whole generations are evicted by
@@ -57,6 +63,8 @@ from stream_dedup.lsh.retention import GenerationList, Retention
 from stream_dedup.sketch.simhash import hamming_distance
 from stream_dedup.text.hashing import Uint64Array
 
+#: An odd 64-bit constant (2**64 over the golden ratio) whose product spreads every bit of a fingerprint upwards.
+_MIX = 0x9E3779B97F4A7C15
 #: Names the export format; :meth:`HammingIndex.restore` refuses any other.
 EXPORT_FORMAT = "stream-dedup/hamming-index/2"
 
@@ -83,16 +91,27 @@ class HammingIndex:
     """Exact Hamming-distance search over generations of 64-bit fingerprints."""
 
     def __init__(
-        self, layout: HammingLayout, retention: Retention | None = None, max_bucket_size: int | None = None
+        self,
+        layout: HammingLayout,
+        retention: Retention | None = None,
+        max_bucket_size: int | None = None,
+        slots: int = 1,
     ) -> None:
-        """``retention`` defaults to remembering every document; ``max_bucket_size``: see "Hot clusters" above."""
+        """``retention`` defaults to remembering every document; ``max_bucket_size`` and ``slots``: see "Hot
+        clusters" above."""
         self.layout = layout
-        self.generations = GenerationList(retention or Retention(), self._open_generation)
+        self.history = GenerationList(retention or Retention(), self._open_generation)
         self.max_bucket_size = max_bucket_size
+        self.slots = slots
         self.hot_bucket_skips = 0
 
+    @property
+    def generations(self) -> list["_Generation"]:
+        """Oldest first; the last takes inserts."""
+        return self.history.items
+
     def __len__(self) -> int:
-        return len(self.generations)
+        return len(self.history)
 
     @property
     def max_distance(self) -> int:
@@ -100,46 +119,48 @@ class HammingIndex:
 
     @property
     def retention(self) -> Retention:
-        return self.generations.retention
+        return self.history.retention
 
     @property
     def next_seq(self) -> int:
         """Sequence number the next inserted document gets."""
-        return self.generations.next_seq
+        return self.history.next_seq
 
     @property
     def evicted_documents(self) -> int:
-        return self.generations.evicted_documents
+        return self.history.evicted_documents
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the index's arrays, allocated whether used or not."""
-        return sum(g.nbytes for g in self.generations.items)
+        return sum(g.nbytes for g in self.generations)
 
     def search(self, fingerprints: Uint64Array) -> NearMatches:
         """Stored documents within ``max_distance`` of each of ``fingerprints`` ``(n,)`` uint64."""
         keys = self.layout.keys(fingerprints)
-        parts = [g.search(keys, fingerprints, self.max_distance) for g in self.generations.items]
+        parts = [g.search(keys, fingerprints, self.max_distance) for g in self.generations]
         return _sorted_matches(
             np.concatenate([rows for rows, _, _ in parts]),
             np.concatenate([seqs for _, seqs, _ in parts]),
             np.concatenate([distances for _, _, distances in parts]),
         )
 
-    def search_batch(self, fingerprints: Uint64Array) -> NearMatches:
+    def search_batch(self, fingerprints: Uint64Array, earlier: npt.NDArray[np.bool_] | None = None) -> NearMatches:
         """Every earlier document within ``max_distance`` of each row, without inserting anything.
 
         Earlier documents are the stored ones and the earlier rows of this
         batch (which get sequence numbers ``next_seq + row`` when :meth:`add`
-        inserts the batch next).
+        inserts the batch next); ``earlier``, a mask over the batch's rows,
+        keeps only the earlier rows it marks (a shard's own).
         """
         keys = self.layout.keys(fingerprints)
-        run = SortedRun.build(keys, np.arange(fingerprints.size, dtype=np.uint32))
-        stored = [g.search(keys, fingerprints, self.max_distance) for g in self.generations.items]
-        rows, earlier, distances = _within_batch(run, keys, fingerprints, self.max_distance)
+        entered = np.arange(fingerprints.size, dtype=np.uint32) if earlier is None else np.flatnonzero(earlier)
+        run = SortedRun.build([k[entered] for k in keys], entered.astype(np.uint32))
+        stored = [g.search(keys, fingerprints, self.max_distance) for g in self.generations]
+        rows, earlier_rows, distances = _within_batch(run, keys, fingerprints, self.max_distance)
         return _sorted_matches(
             np.concatenate([rows, *[r for r, _, _ in stored]]),
-            np.concatenate([earlier.astype(np.int64) + self.next_seq, *[s for _, s, _ in stored]]),
+            np.concatenate([earlier_rows.astype(np.int64) + self.next_seq, *[s for _, s, _ in stored]]),
             np.concatenate([distances, *[d for _, _, d in stored]]),
         )
 
@@ -152,7 +173,7 @@ class HammingIndex:
     ) -> NearMatches:
         """:meth:`search_batch`, then :meth:`add` the batch."""
         matches = self.search_batch(fingerprints)
-        self.add(fingerprints, ids, event_times, sources, matches)
+        self.add(fingerprints, ids, event_times, sources, self.crowding(matches, fingerprints))
         return matches
 
     def add(
@@ -161,41 +182,74 @@ class HammingIndex:
         ids: list[str],
         event_times: npt.NDArray[np.float64] | None = None,
         sources: Uint64Array | None = None,
-        matches: NearMatches | None = None,
+        crowding: npt.NDArray[np.int64] | None = None,
     ) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
-        ``matches``, the batch's :meth:`search_batch`, lets the hot-cluster cap
+        ``crowding``, the batch's :meth:`crowding`, lets the hot-cluster cap
         keep crowded fingerprints out of the tables; without it every row is entered.
         """
         keys = self.layout.keys(fingerprints)
         entered = np.arange(fingerprints.size, dtype=np.uint32)
-        if matches is not None and self.max_bucket_size is not None:
-            entered = self._admitted(matches, fingerprints.size, self.max_bucket_size)
+        if crowding is not None and self.max_bucket_size is not None:
+            near, copies = crowding[:, 0], crowding[:, 1]
+            entered = np.flatnonzero((near < self.slot_cap) & (copies == 0)).astype(np.uint32)
+            self.hot_bucket_skips += fingerprints.size - entered.size
         run = SortedRun.build([k[entered] for k in keys], entered)
         if len(ids) != fingerprints.size:
             raise ValueError(f"{fingerprints.size} fingerprints but {len(ids)} ids")
         times = np.zeros(fingerprints.size) if event_times is None else event_times
         pointers = np.full(fingerprints.size, NO_SOURCE) if sources is None else sources
-        self.generations.newest.add(fingerprints, ids, times, pointers, run)
-        self.generations.note_event_times(times)
-        sealed = self.generations.apply_retention()
+        self.history.newest.add(fingerprints, ids, times, pointers, run)
+        self.history.note_event_times(times)
+        sealed = self.history.apply_retention()
         if sealed is not None:
             # A sealed generation takes no more inserts: one run makes its searches cheapest.
             sealed.runs.compact()
 
+    def seal(self) -> None:
+        """Open a new newest generation, as retention does (a shard follows the whole stream's retention)."""
+        self.history.seal().runs.compact()
+
+    @property
+    def slot_cap(self) -> int:
+        """Near fingerprints of its slot in the newest generation past which a document is not entered."""
+        return -(-(self.max_bucket_size or 0) // self.slots)
+
+    def crowding(self, matches: NearMatches, fingerprints: Uint64Array) -> npt.NDArray[np.int64]:
+        """``(n, 2)``: each row's near fingerprints and exact copies in the newest generation, of its slot.
+
+        Counted from ``matches``, the batch's :meth:`search_batch`: only the
+        newest generation counts (the batch joins it), as a copy of an older
+        document must stay findable once that one is evicted. What :meth:`add`
+        applies the cap to (see "Hot clusters" above).
+        """
+        recent = matches.seqs >= self.history.newest.base_seq
+        if self.slots > 1:
+            in_batch = matches.seqs >= self.next_seq
+            others = np.empty(matches.seqs.size, dtype=np.uint64)
+            others[in_batch] = fingerprints[matches.seqs[in_batch] - self.next_seq]
+            stored = recent & ~in_batch
+            others[stored] = self.fingerprints_of(matches.seqs[stored])
+            slots = fingerprint_slots(fingerprints[matches.rows], self.slots)
+            recent &= slots == fingerprint_slots(others, self.slots)
+        crowding = np.zeros((fingerprints.size, 2), dtype=np.int64)
+        crowding[:, 0] = np.bincount(matches.rows[recent], minlength=fingerprints.size)
+        crowding[:, 1] = np.bincount(matches.rows[recent & (matches.distances == 0)], minlength=fingerprints.size)
+        return crowding
+
     def fingerprints_of(self, seqs: npt.NDArray[np.int64]) -> Uint64Array:
         """Fingerprints of stored documents by sequence number."""
-        return self.generations.gather(seqs, lambda g: g.fingerprints.values)
+        return self.history.gather(seqs, lambda g: g.fingerprints.values)
 
     def sources_of(self, seqs: npt.NDArray[np.int64]) -> Uint64Array:
         """Sources (as given to :meth:`add`; ``NO_SOURCE`` if none) of stored documents by sequence number."""
-        return self.generations.gather(seqs, lambda g: g.sources.values)
+        return self.history.gather(seqs, lambda g: g.sources.values)
 
     def ids_of(self, seqs: npt.NDArray[np.int64]) -> list[str]:
         """Ids of stored documents by sequence number, in the order asked."""
         ids: list[str] = [""] * seqs.size
-        for generation, positions, local in self.generations.locate(seqs):
+        for generation, positions, local in self.history.locate(seqs):
             for position, doc_id in zip(positions.tolist(), generation.ids.ids_of(local), strict=True):
                 ids[position] = doc_id
         return ids
@@ -204,7 +258,7 @@ class HammingIndex:
         """``(metadata, arrays)``: JSON-able metadata and named plain arrays that :meth:`restore` takes back."""
         arrays: dict[str, np.ndarray] = {}
         generations = []
-        for number, g in enumerate(self.generations.items):
+        for number, g in enumerate(self.history.items):
             arrays[f"generation{number}.fingerprints"] = g.fingerprints.values.copy()
             arrays[f"generation{number}.sources"] = g.sources.values.copy()
             arrays[f"generation{number}.skipped"] = g.skipped()
@@ -229,19 +283,22 @@ class HammingIndex:
                 "max_age_seconds": self.retention.max_age_seconds,
             },
             "evicted_documents": self.evicted_documents,
-            "newest_event_time": _finite_or_none(self.generations.newest_event_time),
+            "newest_event_time": _finite_or_none(self.history.newest_event_time),
             "generations": generations,
         }
         return metadata, arrays
 
     @classmethod
     def restore(
-        cls, metadata: dict[str, Any], arrays: dict[str, np.ndarray], layout: HammingLayout | None = None
+        cls, metadata: dict[str, Any], arrays: dict[str, np.ndarray], into: "HammingIndex | None" = None
     ) -> "HammingIndex":
-        """The index :meth:`export` described, its tables rebuilt (with ``layout``, default the exported one).
+        """The documents :meth:`export` described, in ``into``, its tables rebuilt.
 
-        Raises :class:`~stream_dedup.errors.IncompatibleSnapshotError` for
-        another format or distance, :class:`~stream_dedup.errors.CorruptSnapshotError`
+        ``into`` is an empty index of the running settings, whose layout,
+        retention, cap and slots apply from now on (a restart may change
+        them); by default, one of the exported settings. Raises
+        :class:`~stream_dedup.errors.IncompatibleSnapshotError` for another
+        format or distance, :class:`~stream_dedup.errors.CorruptSnapshotError`
         for missing or inconsistent arrays.
         """
         if metadata.get("format") != EXPORT_FORMAT:
@@ -249,40 +306,42 @@ class HammingIndex:
                 f"Hamming index export has format {metadata.get('format')!r}, this version reads {EXPORT_FORMAT!r}"
             )
         exported = HammingLayout(int(metadata["max_distance"]), tuple(metadata["levels"]))
-        layout = layout or exported
+        index = (
+            into if into is not None else cls(exported, Retention(**metadata["retention"]), metadata["max_bucket_size"])
+        )
+        layout = index.layout
         if layout.max_distance != exported.max_distance:
             raise IncompatibleSnapshotError(
                 f"Hamming index was exported with max_distance={exported.max_distance}, "
                 f"cannot restore it with max_distance={layout.max_distance}"
             )
-        index = cls(layout, Retention(**metadata["retention"]), metadata["max_bucket_size"])
         index.hot_bucket_skips = int(metadata["hot_bucket_skips"])
-        capacity = index.generations.capacity
-        index.generations.items = [
+        capacity = index.history.capacity
+        index.history.items = [
             _Generation.restore(layout, capacity, meta, arrays, number)
             for number, meta in enumerate(metadata["generations"])
         ]
-        if not index.generations.items:
+        if not index.history.items:
             raise CorruptSnapshotError("Hamming index export lists no generation")
-        index.generations.evicted_documents = int(metadata["evicted_documents"])
-        index.generations.newest_event_time = _float_or(metadata["newest_event_time"], float("-inf"))
+        index.history.evicted_documents = int(metadata["evicted_documents"])
+        index.history.newest_event_time = _float_or(metadata["newest_event_time"], float("-inf"))
         return index
-
-    def _admitted(self, matches: NearMatches, rows: int, cap: int) -> npt.NDArray[np.uint32]:
-        """Rows to enter in the tables under the hot-cluster cap (see the module docstring).
-
-        Only matches in the newest generation count (the batch joins it):
-        a copy of an older document must stay findable once that one is evicted.
-        """
-        recent = matches.seqs >= self.generations.newest.base_seq
-        near = np.bincount(matches.rows[recent], minlength=rows)
-        copies = np.bincount(matches.rows[recent & (matches.distances == 0)], minlength=rows)
-        admitted = np.flatnonzero((near < cap) & (copies == 0)).astype(np.uint32)
-        self.hot_bucket_skips += rows - admitted.size
-        return admitted
 
     def _open_generation(self, base_seq: int, capacity: int | None) -> "_Generation":
         return _Generation(self.layout, base_seq, capacity)
+
+
+def fingerprint_slots(fingerprints: Uint64Array, slots: int) -> npt.NDArray[np.intp]:
+    """Each fingerprint's slot of ``slots``: its high 32 bits, mixed, mod ``slots``.
+
+    Mixed, because the fingerprints of one site's pages share most of their
+    bits: slots read from raw bits would be as uneven as the corpus, and the
+    shards with them.
+    Exact copies share a slot; with ``shards`` dividing ``slots``, a
+    fingerprint's slot mod ``shards`` is its slot among ``shards``.
+    """
+    mixed = (fingerprints * np.uint64(_MIX)) >> np.uint64(32)
+    return (mixed % np.uint64(slots)).astype(np.intp)
 
 
 def matches_within_batch(fingerprints: Uint64Array, layout: HammingLayout) -> NearMatches:

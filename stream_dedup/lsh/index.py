@@ -195,6 +195,10 @@ class BandIndex:
         self.history.note_event_times(batch.event_times)
         self.history.apply_retention()
 
+    def seal(self) -> None:
+        """Open a new newest generation, as retention does (a shard follows the whole stream's retention)."""
+        self.history.seal()
+
     def _new_generation(self, base_seq: int, capacity: int | None) -> Generation:
         return Generation(
             self.sketch_bytes,

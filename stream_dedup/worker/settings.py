@@ -268,8 +268,6 @@ class WorkerSettings(ConnectionSettings):
             )
         if self.role == "all":
             return
-        if self.detection.method == "simhash":
-            raise ConfigError("method", f"role {self.role}: the simhash method cannot be sharded yet")
         if self.detection.containment_threshold is not None:
             raise ConfigError(
                 "containment_threshold", f"role {self.role}: the containment search cannot be sharded yet"

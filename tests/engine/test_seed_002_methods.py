@@ -188,6 +188,12 @@ def test_fingerprints_cover_what_the_method_reads_and_nothing_else() -> None:
     )
     weighted = DetectionConfig(method="simhash", simhash_weighting="frequency")
     assert weighted.signature_fingerprint() != DetectionConfig(method="simhash").signature_fingerprint()
+    # SimHash's hot-cluster cap is counted per slot too.
+    assert (
+        DetectionConfig(method="simhash", index_slots=6).fingerprint()
+        != DetectionConfig(method="simhash").fingerprint()
+        == DetectionConfig(method="simhash", index_slots=1).fingerprint()
+    )
 
 
 @settings(max_examples=40, deadline=None)

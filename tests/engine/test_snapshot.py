@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Detector, Verdict, load_snapshot, save_snapshot
+from stream_dedup.config import DetectionConfig, Method
+from stream_dedup.engine import Detector, Verdict, load_snapshot, make_detector, save_snapshot
 from stream_dedup.engine.snapshot import _PREFIX, END_MAGIC, MAGIC, capture_snapshot
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
 from tests.corpus import make_corpus
@@ -397,6 +397,23 @@ def test_a_different_threshold_is_accepted_and_the_running_one_applies(tmp_path:
     assert (verdict.verdict, verdict.duplicate_of) == ("duplicate", "d0")
     assert verdict.similarity is not None
     assert 0.6 <= verdict.similarity < 0.8
+
+
+@pytest.mark.parametrize("method", ["minhash", "simhash"])
+def test_a_restored_index_follows_the_running_retention(tmp_path: Path, method: Method) -> None:
+    """Retention is not a signature parameter: a restart may change it (a SimHash index kept the snapshot's)."""
+    texts = make_corpus(600, seed=9)
+    first = make_detector(DetectionConfig(method=method))
+    first.process([f"d{i}" for i in range(400)], texts[:400])
+    save_snapshot(first, tmp_path / "index.snap")
+
+    restored, _ = load_snapshot(tmp_path / "index.snap", DetectionConfig(method=method, max_documents=100))
+    assert len(restored) == 400
+    for start in range(400, 600, 25):
+        restored.process([f"d{i}" for i in range(start, start + 25)], texts[start : start + 25])
+
+    assert restored.evicted_documents >= 475
+    assert 100 <= len(restored) <= 125
 
 
 def test_a_threshold_with_the_same_chosen_banding_is_accepted(saved: Path) -> None:

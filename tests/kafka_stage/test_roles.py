@@ -13,7 +13,7 @@ from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
-from stream_dedup.engine.sharding import shard_of
+from stream_dedup.engine.sharding import ShardDetector
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
@@ -71,9 +71,12 @@ def one_process_verdicts(
     return published
 
 
-def a_signer_two_shards_and_a_judge(stage: Stage) -> contextlib.AbstractContextManager[list[RoleRunner]]:
-    """The roles of a sharded ``stage`` as threads (batches of 100); the signer's runner first."""
-    roles = dict(batch_size=100, index_slots=SLOTS, shards=2)
+def a_signer_two_shards_and_a_judge(
+    stage: Stage, **detection: Any
+) -> contextlib.AbstractContextManager[list[RoleRunner]]:
+    """The roles of a sharded ``stage`` as threads (batches of 100; ``detection`` settings besides); the
+    signer's runner first."""
+    roles = dict(batch_size=100, index_slots=SLOTS, shards=2, **detection)
     return role_threads(
         stage.settings("signer-1", role="signer", **roles),
         stage.settings("shard-0", role="shard", shard_index=0, **roles),
@@ -83,35 +86,45 @@ def a_signer_two_shards_and_a_judge(stage: Stage) -> contextlib.AbstractContextM
 
 
 def check_one_process_verdicts_once(
-    stage: Stage, records: list[Any], sequenced: str, documents: int
+    stage: Stage, records: list[Any], sequenced: str, documents: int, config: DetectionConfig | None = None
 ) -> tuple[list[dict[str, Any]], list[SequencedBatch]]:
-    """Each of ``documents`` got one verdict, the one a single process gives on the sequenced topic; returns
-    the verdicts published and the sequenced batches."""
+    """Each of ``documents`` got one verdict, the one a single process with ``config`` (default: the
+    default settings on ``SLOTS`` slots) gives on the sequenced topic; returns the verdicts published and
+    the sequenced batches."""
     published = [json.loads(r.value) for r in records]
     assert all(len(verdicts) == 1 for verdicts in verdicts_by_source(published).values())
     assert len(published) == documents
-    config = DetectionConfig(index_slots=SLOTS)
+    config = config or DetectionConfig(index_slots=SLOTS)
     batches = sequenced_batches(stage.bootstrap, sequenced, config)
     assert sum(len(b.entry.documents.ids) for b in batches) == documents
     assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)
     return published, batches
 
 
-def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(stage: Stage) -> None:
+@pytest.mark.parametrize(
+    ("detection", "duplicates"),
+    [({}, 150), ({"method": "simhash", "max_hamming": 6, "max_bucket_size": 4}, 100)],
+    ids=["minhash", "simhash"],
+)
+def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(
+    stage: Stage, detection: dict[str, Any], duplicates: int
+) -> None:
     corpus = make_clustered_corpus(1500, seed=31)
     produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
-    with a_signer_two_shards_and_a_judge(stage) as runners:
+    with a_signer_two_shards_and_a_judge(stage, **detection) as runners:
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
         sequenced = runners[0].settings.sequenced_topic
+        config = runners[0].settings.detection
 
-    published, batches = check_one_process_verdicts_once(stage, records, sequenced, len(corpus))
-    assert sum(v["verdict"] == "duplicate" for v in published) > 150
+    published, batches = check_one_process_verdicts_once(stage, records, sequenced, len(corpus), config)
+    assert sum(v["verdict"] == "duplicate" for v in published) > duplicates
     assert {r.key for r in records} == {v["id"].encode() for v in published}
     # Matches were found on both shards: the judge really merged.
+    owners = ShardDetector(config, 0, 2).owners
     owner = {
         doc_id: int(shard)
         for batch in batches
-        for doc_id, shard in zip(batch.entry.documents.ids, shard_of(batch.entry.documents.signed.keys, 2), strict=True)
+        for doc_id, shard in zip(batch.entry.documents.ids, owners(batch.entry.documents), strict=True)
     }
     assert {owner[v["duplicate_of"]] for v in published if v["duplicate_of"]} == {0, 1}
 

@@ -155,7 +155,7 @@ def test_export_restore_round_trip_answers_alike_and_continues_numbering() -> No
     assert_same(restored.search(queries), index.search(queries))
     assert restored.next_seq == index.next_seq == 3000
     assert restored.ids_of(np.array([2999, 1500])) == ["é2999", "é1500"]
-    relaid = HammingIndex.restore(metadata, arrays, layout=HammingLayout(3, (5,)))
+    relaid = HammingIndex.restore(metadata, arrays, into=HammingIndex(HammingLayout(3, (5,))))
     assert_same(relaid.search(queries), index.search(queries))
 
 
@@ -164,7 +164,7 @@ def test_restore_refuses_another_distance_and_inconsistent_arrays() -> None:
     index.add(np.arange(10, dtype=np.uint64), [str(n) for n in range(10)])
     metadata, arrays = index.export()
     with pytest.raises(IncompatibleSnapshotError, match="max_distance"):
-        HammingIndex.restore(metadata, arrays, layout=HammingLayout(2, (3,)))
+        HammingIndex.restore(metadata, arrays, into=HammingIndex(HammingLayout(2, (3,))))
     with pytest.raises(IncompatibleSnapshotError, match="format"):
         HammingIndex.restore({**metadata, "format": "something else"}, arrays)
     with pytest.raises(CorruptSnapshotError):
@@ -185,7 +185,7 @@ def test_runs_per_generation_stay_logarithmic() -> None:
     index = HammingIndex(HammingLayout(3, (4,)))
     for start in range(0, 64_000, 1000):
         index.add(np.arange(start, start + 1000, dtype=np.uint64), ["x"] * 1000)
-    sizes = [len(run) for run in index.generations.items[0].runs.runs]
+    sizes = [len(run) for run in index.generations[0].runs.runs]
     assert sum(sizes) == 64_000
     assert len(sizes) <= math.log2(64) + 1
     assert all(older >= 2 * newer for older, newer in itertools.pairwise(sizes))
