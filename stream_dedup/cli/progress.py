@@ -4,6 +4,8 @@ import sys
 import time
 from typing import TextIO
 
+from stream_dedup.cli.terminal_text import counted
+
 
 class Progress:
     """Redraws ``documents, duplicates, rate`` at most twice a second, only on a terminal."""
@@ -35,4 +37,5 @@ class Progress:
 def _line(documents: int, duplicates: int, elapsed: float) -> str:
     share = 100.0 * duplicates / documents if documents else 0.0
     rate = documents / elapsed if elapsed > 0 else 0.0
-    return f"{documents} documents, {duplicates} duplicates ({share:.1f}%), {elapsed:.1f} s, {rate:,.0f} documents/s"
+    counts = f"{counted(documents, 'document')}, {counted(duplicates, 'duplicate')}"
+    return f"{counts} ({share:.1f}%), {elapsed:.1f} s, {rate:,.0f} documents/s"

@@ -103,3 +103,8 @@ def clip(text: str, columns: int) -> str:
             break
         kept.append(char)
     return "".join(kept) + ELLIPSIS
+
+
+def counted(number: int, noun: str) -> str:
+    """``"1 duplicate"``, ``"2 duplicates"``: a count of a regular English noun."""
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"

@@ -22,7 +22,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 
-from stream_dedup.cli.terminal_text import Style
+from stream_dedup.cli.terminal_text import Style, counted
 from stream_dedup.cli.verdict_lines import ShownText, texts_lines
 from stream_dedup.cli.watched_records import DeadLetterRecord, VerdictRecord, WatchedRecord
 
@@ -152,7 +152,8 @@ def render_summary(
     rate = "" if f.duplicate_rate is None else f" ({100 * f.duplicate_rate:.1f}%)"
     unique = f.documents - f.duplicates - f.contained - f.contains
     containment = f", {f.contained} contained, {f.contains} contains" if f.contained or f.contains else ""
-    lines.append(f"  documents     {f.documents} judged: {unique} unique, {f.duplicates} duplicates{rate}{containment}")
+    duplicates = counted(f.duplicates, "duplicate")
+    lines.append(f"  documents     {f.documents} judged: {unique} unique, {duplicates}{rate}{containment}")
     if dead_letters_read:
         reasons = ", ".join(f"{reason} {count}" for reason, count in f.dead_letter_reasons.items())
         lines.append(f"  dead letters  {f.dead_letters}" + (f" ({reasons})" if reasons else ""))

@@ -238,6 +238,17 @@ def test_summary_line_on_standard_error_counts_documents_duplicates_and_rejected
     assert re.fullmatch(r"4 documents, 2 duplicates \(50\.0%\), .* documents/s, 2 rejected", summary), summary
 
 
+def test_summary_line_says_one_document_and_one_duplicate_in_the_singular(tmp_path: Path) -> None:
+    (tmp_path / "one.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
+    (tmp_path / "two.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}, {"id": "b", "text": text(1)}))
+
+    one = run_cli("one.jsonl", "-o", "out.jsonl", cwd=tmp_path).stderr.decode().splitlines()[-1]
+    two = run_cli("two.jsonl", "-o", "out.jsonl", cwd=tmp_path).stderr.decode().splitlines()[-1]
+
+    assert one.startswith("1 document, 0 duplicates (0.0%), "), one
+    assert two.startswith("2 documents, 1 duplicate (50.0%), "), two
+
+
 # --- malformed lines --------------------------------------------------------------------
 
 MALFORMED = {

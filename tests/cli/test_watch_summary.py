@@ -100,7 +100,7 @@ def test_the_summary_reads_in_five_seconds() -> None:
     lines = render_summary(summary, [(example, *texts)], ["metrics http://127.0.0.1:9400/metrics"], Style(False), True)
     assert lines == [
         "summary",
-        "  documents     2 judged: 1 unique, 1 duplicates (50.0%)",
+        "  documents     2 judged: 1 unique, 1 duplicate (50.0%)",
         "  dead letters  1 (invalid_json 1)",
         "  throughput    2 docs/s over 1.1 s (first document in, last verdict out)",
         "  latency       p50 40 ms, p99 60 ms (a document's Kafka timestamp to its verdict's)",
@@ -137,4 +137,4 @@ def test_containment_verdicts_are_counted_apart_from_duplicates() -> None:
     assert figures.duplicate_rate == 0.2
     assert summary.similarities == [0.9]
     lines = render_summary(summary, [], [], Style(colour=False), dead_letters_read=False)
-    assert lines[1] == "  documents     5 judged: 1 unique, 1 duplicates (20.0%), 2 contained, 1 contains"
+    assert lines[1] == "  documents     5 judged: 1 unique, 1 duplicate (20.0%), 2 contained, 1 contains"
