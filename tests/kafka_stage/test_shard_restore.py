@@ -43,10 +43,16 @@ def replays(process: WorkerProcess) -> list[dict[str, Any]]:
     return [line for line in process.log_lines() if "replayed_documents" in line]
 
 
-def test_a_shard_killed_after_a_snapshot_replays_only_what_followed_it(stage: Stage, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "detection", [{}, {"method": "simhash", "max_hamming": 6, "max_bucket_size": 4}], ids=["minhash", "simhash"]
+)
+def test_a_shard_killed_after_a_snapshot_replays_only_what_followed_it(
+    stage: Stage, tmp_path: Path, detection: dict[str, Any]
+) -> None:
     corpus = make_clustered_corpus(1500, seed=43)
     messages = document_messages(corpus, partitions=3)
     common = {
+        **detection,
         "batch_size": 25,
         "shards": 2,
         "index_slots": SLOTS,
@@ -72,7 +78,7 @@ def test_a_shard_killed_after_a_snapshot_replays_only_what_followed_it(stage: St
     records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), settle=3)
     assert all(process.running() for process in processes.values()), "a role died by itself"
 
-    config = DetectionConfig(index_slots=SLOTS)
+    config = DetectionConfig(index_slots=SLOTS, **detection)
     batches = sequenced_batches(stage.bootstrap, f"{stage.group_id}.sequenced", config)
     restart = replays(shard)[take_overs]
     # It started from the newest snapshot, not from the topic's first offset ...
