@@ -61,10 +61,8 @@ from stream_dedup.lsh.hamming_params import HammingLayout, KeyArray
 from stream_dedup.lsh.hamming_runs import IntArray, RunStack, SortedRun
 from stream_dedup.lsh.retention import GenerationList, Retention
 from stream_dedup.sketch.simhash import hamming_distance
-from stream_dedup.text.hashing import Uint64Array
+from stream_dedup.text.hashing import Uint64Array, fmix64
 
-#: An odd 64-bit constant (2**64 over the golden ratio) whose product spreads every bit of a fingerprint upwards.
-_MIX = 0x9E3779B97F4A7C15
 #: Names the export format; :meth:`HammingIndex.restore` refuses any other.
 EXPORT_FORMAT = "stream-dedup/hamming-index/2"
 
@@ -154,8 +152,8 @@ class HammingIndex:
         keeps only the earlier rows it marks (a shard's own).
         """
         keys = self.layout.keys(fingerprints)
-        entered = np.arange(fingerprints.size, dtype=np.uint32) if earlier is None else np.flatnonzero(earlier)
-        run = SortedRun.build([k[entered] for k in keys], entered.astype(np.uint32))
+        rows = np.arange(fingerprints.size) if earlier is None else np.flatnonzero(earlier)
+        run = SortedRun.build([k[rows] for k in keys], rows.astype(np.uint32))
         stored = [g.search(keys, fingerprints, self.max_distance) for g in self.generations]
         rows, earlier_rows, distances = _within_batch(run, keys, fingerprints, self.max_distance)
         return _sorted_matches(
@@ -332,16 +330,14 @@ class HammingIndex:
 
 
 def fingerprint_slots(fingerprints: Uint64Array, slots: int) -> npt.NDArray[np.intp]:
-    """Each fingerprint's slot of ``slots``: its high 32 bits, mixed, mod ``slots``.
+    """Each fingerprint's slot of ``slots``: the fingerprint hashed (``fmix64``), mod ``slots``.
 
-    Mixed, because the fingerprints of one site's pages share most of their
+    Hashed, because the fingerprints of one site's pages share most of their
     bits: slots read from raw bits would be as uneven as the corpus, and the
-    shards with them.
-    Exact copies share a slot; with ``shards`` dividing ``slots``, a
-    fingerprint's slot mod ``shards`` is its slot among ``shards``.
+    shards with them. Exact copies share a slot; with ``shards`` dividing
+    ``slots``, a fingerprint's slot mod ``shards`` is its slot among ``shards``.
     """
-    mixed = (fingerprints * np.uint64(_MIX)) >> np.uint64(32)
-    return (mixed % np.uint64(slots)).astype(np.intp)
+    return (fmix64(fingerprints.copy()) % np.uint64(slots)).astype(np.intp)
 
 
 def matches_within_batch(fingerprints: Uint64Array, layout: HammingLayout) -> NearMatches:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from stream_dedup.errors import ConfigError, CorruptSnapshotError, IncompatibleSnapshotError
 from stream_dedup.lsh import Retention
-from stream_dedup.lsh.hamming import HammingIndex, NearMatches, matches_within_batch
+from stream_dedup.lsh.hamming import HammingIndex, NearMatches, fingerprint_slots, matches_within_batch
 from stream_dedup.lsh.hamming_params import HammingLayout, choose_layout
 
 LAYOUTS = [
@@ -236,6 +236,18 @@ def test_layout_errors_name_the_setting_to_change() -> None:
         choose_layout(17)
     with pytest.raises(ConfigError, match="hamming_levels"):
         HammingLayout(3, (3,))
+
+
+def test_fingerprints_that_share_most_bits_still_spread_over_every_slot() -> None:
+    """One site's pages share most fingerprint bits; their shards must not follow those bits."""
+    base = np.uint64(0xF0F0_F0F0_F0F0_F0F0)
+    for varying in (np.arange(600, dtype=np.uint64), np.arange(600, dtype=np.uint64) << np.uint64(54)):
+        fingerprints = base ^ varying  # only the low bits differ, or only the high ones
+        counts = np.bincount(fingerprint_slots(fingerprints, 6), minlength=6)
+        assert counts.min() > 60, counts
+    copies = np.repeat(base ^ np.arange(50, dtype=np.uint64), 3)
+    assert (fingerprint_slots(copies, 6).reshape(50, 3) == fingerprint_slots(copies[::3], 6)[:, None]).all()
+    assert np.array_equal(fingerprint_slots(copies, 12) % 3, fingerprint_slots(copies, 3))
 
 
 def assert_same(left: NearMatches, right: NearMatches) -> None:
