@@ -55,13 +55,7 @@ class SignedBatch:
 
     def rows(self, start: int, stop: int) -> "SignedBatch":
         """Rows ``start:stop`` of every part."""
-        return SignedBatch(
-            self.sketches[start:stop],
-            self.keys[start:stop],
-            self.shingles.take(np.arange(start, stop)) if self.shingles is not None else None,
-            self.fingerprints[start:stop] if self.fingerprints is not None else None,
-            self.set_sizes[start:stop] if self.set_sizes is not None else None,
-        )
+        return self.take(np.arange(start, stop))
 
     def take(self, rows: npt.NDArray[np.intp]) -> "SignedBatch":
         """The given rows of every part, in the order given."""
@@ -70,6 +64,7 @@ class SignedBatch:
             self.keys[rows],
             self.shingles.take(rows) if self.shingles is not None else None,
             self.fingerprints[rows] if self.fingerprints is not None else None,
+            self.set_sizes[rows] if self.set_sizes is not None else None,
         )
 
     @classmethod
