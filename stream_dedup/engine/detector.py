@@ -217,7 +217,10 @@ class Detector(DuplicateDetector):
             rows = np.concatenate((lookup.rows, batch_rows))
             seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
         else:
+            # Where each row is entered: an earlier row another shard owns is entered there, not here.
             admitted = counts < self.index.slot_cap
+            if earlier is not None:
+                admitted &= earlier[:, np.newaxis]
             rows, seqs = self.containment.candidates(batch, lookup, admitted, first_seq)
         pairs = self._measure(batch, rows, seqs, first_seq, document_texts)
         return Probe(self._verify(batch.signed, pairs, first_seq), first_seq, counts, pairs)

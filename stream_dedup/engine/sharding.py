@@ -22,6 +22,14 @@ checks), because:
 - similarities travel unrounded, so no rounding makes a tie that one index
   would not see.
 
+With containment on, a shard also answers, for each document without a
+near-duplicate there, its best containment match there (``contained`` if it
+has one, else ``contains``), and the judge takes a near-duplicate from any
+shard first, then the best ``contained``, then the best ``contains``: one
+detector's order, since a document is judged for containment only when no
+near-duplicate exists, and each shard judges every candidate pair whose
+earlier document it holds.
+
 Ownership follows the content: the content key (``lsh.band_keys.content_slots``)
 of methods minhash and combined, the SimHash fingerprint of method simhash
 (``lsh.hamming.fingerprint_slots``). All exact copies of a text live on one
@@ -39,16 +47,18 @@ are counted as one index counts them:
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.containment import BestContainments
 from stream_dedup.engine.detection import matches_of
-from stream_dedup.engine.detector import Detector, band_index
-from stream_dedup.engine.simhash_detector import SimHashDetector, hamming_index
+from stream_dedup.engine.detector import Detector, Probe, band_index
+from stream_dedup.engine.simhash_detector import HammingProbe, SimHashDetector, hamming_index
 from stream_dedup.engine.text_verification import DocumentTexts
-from stream_dedup.engine.verdict import Verdict
+from stream_dedup.engine.verdict import Verdict, VerdictKind
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
 from stream_dedup.lsh.generation import NO_SOURCE, IndexedBatch
@@ -57,7 +67,11 @@ from stream_dedup.lsh.retention import GenerationList, Retention, Stretch
 #: Bits of the row in a sequence key (a batch holds at most 100,000 documents).
 ROW_BITS = 20
 
+#: What an answer row says of its match (:attr:`ShardAnswer.kinds` indexes it), in the judge's order of preference.
+ANSWER_KINDS: tuple[VerdictKind, ...] = ("duplicate", "contained", "contains")
+
 SequenceKeys = npt.NDArray[np.int64]
+_Scalar = TypeVar("_Scalar", bound=np.generic)
 
 
 def sequence_keys(offset: int, rows: int) -> SequenceKeys:
@@ -78,6 +92,11 @@ class ShardAnswer:
         distances: the Hamming distance of the pair (method ``combined``), else ``None``.
         match_sources: the match's source (``NO_SOURCE`` if it had none).
         match_ids: the match's id.
+        kinds: with containment on, what the match is (an index into
+            :data:`ANSWER_KINDS`), else ``None`` (every match a near-duplicate).
+        containment: with containment on, the containment of a
+            ``contained`` or ``contains`` match, unrounded (0 for a
+            near-duplicate), else ``None``.
     """
 
     keys: SequenceKeys
@@ -86,6 +105,8 @@ class ShardAnswer:
     distances: npt.NDArray[np.int64] | None
     match_sources: npt.NDArray[np.uint64]
     match_ids: list[str]
+    kinds: npt.NDArray[np.uint8] | None = None
+    containment: npt.NDArray[np.float64] | None = None
 
     def __len__(self) -> int:
         return int(self.keys.size)
@@ -99,20 +120,29 @@ class ShardAnswer:
             self.distances[start:stop] if self.distances is not None else None,
             self.match_sources[start:stop],
             self.match_ids[start:stop],
+            self.kinds[start:stop] if self.kinds is not None else None,
+            self.containment[start:stop] if self.containment is not None else None,
         )
 
     @classmethod
     def concat(cls, parts: Sequence["ShardAnswer"]) -> "ShardAnswer":
         """The answers one after the other (of one shard, for consecutive stretches of the stream)."""
-        distances = [p.distances for p in parts if p.distances is not None]
         return cls(
             np.concatenate([np.empty(0, np.int64), *(p.keys for p in parts)]),
             np.concatenate([np.empty(0, np.int64), *(p.match_keys for p in parts)]),
             np.concatenate([np.empty(0, np.float64), *(p.similarity for p in parts)]),
-            np.concatenate(distances) if distances else None,
+            _joined([p.distances for p in parts]),
             np.concatenate([np.empty(0, np.uint64), *(p.match_sources for p in parts)]),
             [doc_id for p in parts for doc_id in p.match_ids],
+            _joined([p.kinds for p in parts]),
+            _joined([p.containment for p in parts]),
         )
+
+
+def _joined(arrays: Sequence[npt.NDArray[_Scalar] | None]) -> npt.NDArray[_Scalar] | None:
+    """The arrays given one after the other, or ``None`` if none is given."""
+    given = [a for a in arrays if a is not None]
+    return np.concatenate(given) if given else None
 
 
 class ShardDetector:
@@ -177,23 +207,8 @@ class ShardDetector:
         """
         owned = self.owners(batch) == self.shard
         probe = self.detector.probe(batch, earlier=owned, document_texts=document_texts)
-        best, first_seq = probe.best, probe.first_seq
         # Before the insert: retention may then evict a match and its id.
-        rows = np.flatnonzero(best.seqs >= 0)
-        seqs = best.seqs[rows]
-        match_ids, sources = matches_of(batch, seqs, self.detector.index, first_seq)
-        in_batch = seqs >= first_seq
-        match_keys = np.empty(seqs.size, dtype=np.int64)
-        match_keys[in_batch] = keys[seqs[in_batch] - first_seq]
-        match_keys[~in_batch] = self._stored_keys(seqs[~in_batch])
-        answer = ShardAnswer(
-            keys[rows],
-            match_keys,
-            best.similarity[rows],
-            best.distances[rows] if best.distances is not None else None,
-            sources,
-            match_ids,
-        )
+        answer = self._answer_of(batch, keys, probe, self._containments(batch, probe))
         rows = np.flatnonzero(owned)
         newest = self.detector.index.history.newest.base_seq
         self.generation_keys.setdefault(newest, Arena((), np.int64)).extend(keys[rows])
@@ -214,6 +229,47 @@ class ShardDetector:
         for base in [base for base in self.generation_keys if base not in kept]:
             del self.generation_keys[base]
 
+    def _containments(self, batch: IndexedBatch, probe: Probe | HammingProbe) -> BestContainments | None:
+        """With containment on, the best containment match here of each row without a near-duplicate here."""
+        if not isinstance(self.detector, Detector) or self.detector.containment is None:
+            return None
+        assert isinstance(probe, Probe)
+        queries = probe.best.seqs < 0
+        return self.detector.containment.verify(batch.signed, probe.pairs, queries, probe.first_seq)
+
+    def _answer_of(
+        self, batch: IndexedBatch, keys: SequenceKeys, probe: Probe | HammingProbe, found: BestContainments | None
+    ) -> ShardAnswer:
+        """The rows with a match here: the near-duplicate, else (``found``) the containment match."""
+        best, first_seq = probe.best, probe.first_seq
+        seqs, similarity, distances = best.seqs.copy(), best.similarity.copy(), best.distances
+        kinds = containment = None
+        if found is not None:
+            contains = found.seqs >= 0
+            seqs[contains], similarity[contains] = found.seqs[contains], found.similarity[contains]
+            if distances is not None:
+                distances = np.where(contains, -1, distances)
+            kind = np.where(found.contained, ANSWER_KINDS.index("contained"), ANSWER_KINDS.index("contains"))
+            kinds = np.where(contains, kind, ANSWER_KINDS.index("duplicate")).astype(np.uint8)
+            containment = np.where(contains, found.values, 0.0)
+        rows = np.flatnonzero(seqs >= 0)
+        seqs = seqs[rows]
+        match_ids, sources = matches_of(batch, seqs, self.detector.index, first_seq)
+        in_batch = seqs >= first_seq
+        match_keys = np.empty(seqs.size, dtype=np.int64)
+        match_keys[in_batch] = keys[seqs[in_batch] - first_seq]
+        match_keys[~in_batch] = self._stored_keys(seqs[~in_batch])
+        return ShardAnswer(
+            keys[rows],
+            match_keys,
+            similarity[rows],
+            distances[rows] if distances is not None else None,
+            sources,
+            match_ids,
+            kinds[rows] if kinds is not None else None,
+            containment[rows] if containment is not None else None,
+        )
+
     def _stored_keys(self, seqs: npt.NDArray[np.int64]) -> SequenceKeys:
         out = np.empty(seqs.size, dtype=np.int64)
         for generation, positions, local in self.detector.index.history.locate(seqs):
@@ -224,9 +280,11 @@ class ShardDetector:
 def merge_answers(keys: SequenceKeys, ids: Sequence[str], answers: Sequence[ShardAnswer]) -> list[Verdict]:
     """The judge's rule: the verdicts of the documents ``keys`` (ascending) from every shard's answers.
 
-    Each document's best match over all answers: the highest similarity, then
-    the lowest sequence key (the earliest). Rows of ``answers`` for other
-    documents are ignored.
+    Each document's best match over all answers: a near-duplicate first, then
+    a ``contained`` match, then a ``contains`` one (:data:`ANSWER_KINDS`);
+    among those, the highest similarity (for the containment kinds, the
+    highest containment), then the lowest sequence key (the earliest). Rows
+    of ``answers`` for other documents are ignored.
     """
     verdicts = [Verdict(doc_id, "unique") for doc_id in ids]
     if not answers:
@@ -236,7 +294,10 @@ def merge_answers(keys: SequenceKeys, ids: Sequence[str], answers: Sequence[Shar
     ours = (rows < keys.size) & (keys[np.minimum(rows, keys.size - 1)] == answered)
     match_keys = np.concatenate([a.match_keys for a in answers])
     similarity = np.concatenate([a.similarity for a in answers])
-    order = np.lexsort((match_keys, -similarity, rows))
+    kinds = np.concatenate([a.kinds if a.kinds is not None else np.zeros(len(a), np.uint8) for a in answers])
+    containment = np.concatenate([a.containment if a.containment is not None else np.zeros(len(a)) for a in answers])
+    score = np.where(kinds == 0, similarity, containment)
+    order = np.lexsort((match_keys, -score, kinds, rows))
     order = order[ours[order]]
     firsts = order[np.unique(rows[order], return_index=True)[1]]
     sources = np.concatenate([a.match_sources for a in answers])
@@ -246,12 +307,14 @@ def merge_answers(keys: SequenceKeys, ids: Sequence[str], answers: Sequence[Shar
     for pick in firsts.tolist():
         row = int(rows[pick])
         source = int(sources[pick])
+        kind = int(kinds[pick])
         verdicts[row] = Verdict(
             ids[row],
-            "duplicate",
+            ANSWER_KINDS[kind],
             match_ids[pick],
             round(float(similarity[pick]), 4),
             None if source == NO_SOURCE else source,
             None if distance[pick] < 0 else int(distance[pick]),
+            round(float(containment[pick]), 4) if kind else None,
         )
     return verdicts

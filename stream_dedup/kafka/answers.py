@@ -15,14 +15,16 @@ Record value layout (no pickle; see :mod:`~stream_dedup.kafka.packed_arrays`)::
     header   UTF-8 JSON: digest, shard, shards, first_offset, end_offset, array directory
     arrays   keys, match_keys (int64 sequence keys), similarity (float64,
              unrounded), distances (int64, method combined only),
-             match_sources (uint64), match ids (bytes and ends)
+             match_sources (uint64), match ids (bytes and ends), kinds
+             (uint8) and containment (float64, unrounded), with
+             containment on only
 """
 
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from stream_dedup.engine.sharding import ROW_BITS, ShardAnswer
+from stream_dedup.engine.sharding import ANSWER_KINDS, ROW_BITS, ShardAnswer
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.changelog import MAX_RECORD_BYTES
 from stream_dedup.kafka.packed_arrays import pack_record, text_arrays, texts_of, unpack_record
@@ -60,7 +62,8 @@ def encode_answers(record: AnswerRecord, digest: str, max_bytes: int = MAX_RECOR
     ``digest`` is the signature fingerprint the shard's index was built with.
     """
     answer = record.answer
-    row_bytes = 40 + sum(len(doc_id.encode("utf-8")) for doc_id in answer.match_ids) / max(1, len(answer))
+    fixed = 40 + (8 if answer.distances is not None else 0) + (9 if answer.kinds is not None else 0)
+    row_bytes = fixed + sum(len(doc_id.encode("utf-8")) for doc_id in answer.match_ids) / max(1, len(answer))
     rows_per_part = max(1, int(max_bytes // row_bytes))
     starts = list(range(0, len(answer), rows_per_part)) or [0]
     parts = [
@@ -82,6 +85,9 @@ def _encode(record: AnswerRecord, digest: str) -> bytes:
     ]
     if answer.distances is not None:
         arrays.append(("distances", np.ascontiguousarray(answer.distances, dtype="<i8")))
+    if answer.kinds is not None and answer.containment is not None:
+        arrays.append(("kinds", np.ascontiguousarray(answer.kinds, dtype="u1")))
+        arrays.append(("containment", np.ascontiguousarray(answer.containment, dtype="<f8")))
     fields = {
         "digest": digest,
         "shard": record.shard,
@@ -107,7 +113,11 @@ def decode_answer(value: bytes, digest: str) -> AnswerRecord:
         arrays.get("distances"),
         arrays["match_sources"],
         texts_of(arrays, "id"),
+        arrays.get("kinds"),
+        arrays.get("containment"),
     )
+    if answer.kinds is not None and (answer.kinds >= len(ANSWER_KINDS)).any():
+        raise ChangelogError("an answer record names a kind of match this judge does not know")
     return AnswerRecord(
         int(header["shard"]), int(header["shards"]), int(header["first_offset"]), int(header["end_offset"]), answer
     )

@@ -268,10 +268,6 @@ class WorkerSettings(ConnectionSettings):
             )
         if self.role == "all":
             return
-        if self.detection.containment_threshold is not None:
-            raise ConfigError(
-                "containment_threshold", f"role {self.role}: the containment search cannot be sharded yet"
-            )
         if self.unique_topic is not None:
             raise ConfigError("unique_topic", f"role {self.role}: forwarding unique documents needs role all for now")
         topics = {"input_topic": self.input_topic, "output_topic": self.output_topic}

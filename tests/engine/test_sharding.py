@@ -1,17 +1,22 @@
 """Shards and the judge's merge give exactly the verdicts of one detector on the same batches."""
 
+from collections import Counter
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.corpus import containment_stream
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Verdict, make_detector
-from stream_dedup.engine.sharding import ShardAnswer, ShardDetector, merge_answers, sequence_keys
+from stream_dedup.engine.sharding import ANSWER_KINDS, ShardAnswer, ShardDetector, merge_answers, sequence_keys
 from stream_dedup.engine.snapshot import load_shard_snapshot, save_snapshot
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh import NO_SOURCE, IndexedBatch
 from tests.corpus import make_corpus
+from tests.real_text import stdlib_paragraphs
 
 VOCABULARY = ["harbour", "lantern", "meadow", "copper", "thistle", "orbit", "velvet", "quarry", "saffron", "willow"]
 
@@ -61,9 +66,11 @@ def streams(draw: st.DrawFn) -> Stream:
         offset += draw(st.integers(1, 3))  # transaction markers leave gaps between a log's offsets
         documents = []
         for _ in range(draw(st.integers(1, 12))):
-            choice = draw(st.sampled_from(["fresh", "copy", "extend"]))
+            choice = draw(st.sampled_from(["fresh", "copy", "extend", "join"]))
             if choice == "fresh" or not texts:
                 text = draw(sentences)
+            elif choice == "join":  # holds two earlier texts: a "contains" for each, if sizes allow
+                text = f"{draw(st.sampled_from(texts))} {draw(st.sampled_from(texts))}"
             else:
                 base = draw(st.sampled_from(texts))
                 text = base if choice == "copy" else f"{base} {draw(st.sampled_from(VOCABULARY))}"
@@ -94,6 +101,18 @@ configs = st.sampled_from(
         DetectionConfig(method="simhash", max_hamming=8, shingle_unit="word", shingle_size=1, index_slots=6),
         DetectionConfig(
             method="simhash", max_hamming=10, max_documents=7, max_age_seconds=20.0, max_bucket_size=6, index_slots=6
+        ),
+        DetectionConfig(threshold=0.95, containment_threshold=0.7, index_slots=6),
+        DetectionConfig(threshold=0.9, containment_threshold=0.6, verification="exact", index_slots=6),
+        DetectionConfig(threshold=0.9, containment_threshold=0.7, max_bucket_size=2, max_documents=8, index_slots=6),
+        DetectionConfig(
+            threshold=0.8,
+            method="combined",
+            max_hamming=12,
+            containment_threshold=0.6,
+            shingle_unit="word",
+            shingle_size=1,
+            index_slots=6,
         ),
     ]
 )
@@ -179,6 +198,26 @@ def test_three_shards_agree_with_one_detector_on_a_corpus_of_near_copies() -> No
     assert matched_on == {0, 1, 2}
 
 
+@pytest.mark.parametrize("verification", ["estimate", "exact"])
+def test_three_shards_find_one_detector_s_containments_on_real_excerpts_and_expansions(verification: str) -> None:
+    documents = containment_stream(480, paragraphs=stdlib_paragraphs(), seed=7)
+    stream: Stream = [
+        (3 * b, [(f"c{i}", documents[i].text, i) for i in range(start, min(480, start + 50))])
+        for b, start in enumerate(range(0, 480, 50))
+    ]
+    config = DetectionConfig(containment_threshold=0.7, verification=verification, index_slots=3)
+
+    expected, merged = single_and_sharded(config, stream, 3)
+
+    assert merged == expected
+    kinds = Counter(v.verdict for v in expected)
+    assert kinds["contained"] > 30 and kinds["contains"] > 30
+    # The containment matches sit on every shard: the merge really combines them.
+    owners = make_detector(config).slots_of(make_detector(config).sign([d.text for d in documents]), 3)
+    found = [v for v in expected if v.verdict in ("contained", "contains")]
+    assert {int(owners[int(v.duplicate_of.removeprefix("c"))]) for v in found if v.duplicate_of} == {0, 1, 2}
+
+
 @pytest.mark.parametrize("method", ["minhash", "simhash"])
 def test_ownership_follows_the_content_so_exact_copies_share_a_shard(method: str) -> None:
     detector = make_detector(DetectionConfig(method=method))
@@ -217,6 +256,36 @@ def test_merge_compares_similarities_before_rounding() -> None:
     (verdict,) = merge_answers(keys, ["q"], [earlier, closer])
 
     assert (verdict.duplicate_of, verdict.similarity, verdict.match_source) == ("closer", 0.9137, 7)
+
+
+def test_merge_prefers_a_near_duplicate_then_contained_then_contains_and_ranks_by_containment() -> None:
+    keys = sequence_keys(2, 3)
+    kinds = {kind: ANSWER_KINDS.index(kind) for kind in ANSWER_KINDS}
+
+    def containment_answer(rows: list[tuple[int, str, float, float, str]]) -> ShardAnswer:
+        """Rows of (document, kind, similarity, containment, match id), matches at keys 10, 11, ..."""
+        plain = answer([int(keys[r[0]]) for r in rows], [10 + i for i in range(len(rows))], [r[2] for r in rows], [])
+        return replace(
+            plain,
+            match_ids=[r[4] for r in rows],
+            kinds=np.array([kinds[r[1]] for r in rows], dtype=np.uint8),
+            containment=np.array([r[3] for r in rows]),
+        )
+
+    first = containment_answer(
+        [(0, "contained", 0.6, 0.99, "a"), (1, "contains", 0.7, 0.9, "b"), (2, "contained", 0.5, 0.8, "c")]
+    )
+    second = containment_answer(
+        [(0, "duplicate", 0.85, 0.0, "x"), (1, "contained", 0.4, 0.75, "y"), (2, "contained", 0.7, 0.78, "z")]
+    )
+
+    verdicts = merge_answers(keys, ["q0", "q1", "q2"], [first, second])
+
+    assert [(v.verdict, v.duplicate_of, v.containment) for v in verdicts] == [
+        ("duplicate", "x", None),
+        ("contained", "y", 0.75),
+        ("contained", "c", 0.8),
+    ]
 
 
 def test_merge_without_answers_is_all_unique_and_ignores_other_documents() -> None:

@@ -1,18 +1,21 @@
 """Answer records: lossless round trips, parts that carry no progress, refusing foreign records."""
 
+import struct
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dedup.engine.sharding import ShardAnswer, sequence_keys
+from stream_dedup.engine.sharding import ANSWER_KINDS, ShardAnswer, sequence_keys
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.answers import AnswerRecord, decode_answer, encode_answers
 
 DIGEST = "0123456789abcdef"
 
 
-def answer_of(rows: list[tuple[int, int, float, int, str]], distances: bool) -> ShardAnswer:
+def answer_of(rows: list[tuple[int, int, float, int, str]], distances: bool, containment: bool = False) -> ShardAnswer:
+    """Distances, sources and kinds come from the row's small integer, containment from its similarity."""
     return ShardAnswer(
         np.array([r[0] for r in rows], dtype=np.int64),
         np.array([r[1] for r in rows], dtype=np.int64),
@@ -20,19 +23,25 @@ def answer_of(rows: list[tuple[int, int, float, int, str]], distances: bool) -> 
         np.array([r[3] for r in rows], dtype=np.int64) if distances else None,
         np.array([r[3] for r in rows], dtype=np.uint64),
         [r[4] for r in rows],
+        np.array([r[3] % len(ANSWER_KINDS) for r in rows], dtype=np.uint8) if containment else None,
+        np.array([r[2] / 3 for r in rows], dtype=np.float64) if containment else None,
     )
 
 
 def rows_of(answer: ShardAnswer) -> list[tuple[object, ...]]:
-    distances = answer.distances.tolist() if answer.distances is not None else [None] * len(answer)
+    def listed(column: np.ndarray | None) -> list[object]:
+        return column.tolist() if column is not None else [None] * len(answer)
+
     return list(
         zip(
             answer.keys.tolist(),
             answer.match_keys.tolist(),
             answer.similarity.tolist(),
-            distances,
+            listed(answer.distances),
             answer.match_sources.tolist(),
             answer.match_ids,
+            listed(answer.kinds),
+            listed(answer.containment),
             strict=True,
         )
     )
@@ -51,11 +60,16 @@ answer_rows = st.lists(
 
 
 @settings(max_examples=100, deadline=None)
-@given(rows=answer_rows, distances=st.booleans(), max_bytes=st.sampled_from([60, 400, 1 << 19]))
+@given(
+    rows=answer_rows,
+    distances=st.booleans(),
+    containment=st.booleans(),
+    max_bytes=st.sampled_from([60, 400, 1 << 19]),
+)
 def test_an_answer_survives_encoding_whole_or_in_parts(
-    rows: list[tuple[int, int, float, int, str]], distances: bool, max_bytes: int
+    rows: list[tuple[int, int, float, int, str]], distances: bool, containment: bool, max_bytes: int
 ) -> None:
-    record = AnswerRecord(2, 3, 17, 25, answer_of(rows, distances))
+    record = AnswerRecord(2, 3, 17, 25, answer_of(rows, distances, containment))
 
     parts = [decode_answer(value, DIGEST) for value in encode_answers(record, DIGEST, max_bytes)]
 
@@ -84,3 +98,9 @@ def test_foreign_records_are_refused_with_a_reason() -> None:
         decode_answer(value, "fedcba9876543210")
     with pytest.raises(ChangelogError, match="format 9"):
         decode_answer(value[:4] + bytes([9]) + value[5:], DIGEST)
+    (known,) = encode_answers(AnswerRecord(0, 1, 0, 1, answer_of([(5, 1, 0.9, 2, "m")], False, True)), DIGEST)
+    assert decode_answer(known, DIGEST).answer.kinds is not None
+    with pytest.raises(ChangelogError, match="kind of match"):
+        decode_answer(
+            known.replace(bytes([2]) + struct.pack("<d", 0.9 / 3), bytes([7]) + struct.pack("<d", 0.9 / 3)), DIGEST
+        )

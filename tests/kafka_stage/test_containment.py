@@ -3,7 +3,8 @@
 The stream is real prose with planted excerpts and expansions
 (``benchmarks.corpus.containment_stream``); the published verdicts are
 compared with an uninterrupted in-process run, and each containment verdict's
-``match_source`` with where its match was read.
+``match_source`` with where its match was read; sharded roles publish the
+same verdicts as one process.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from stream_dedup.config import DetectionConfig
 from tests.real_text import stdlib_paragraphs
 
 from .stage import Stage, document_messages, one_run, produce, read_committed, verdicts_by_source, worker_thread
+from .test_roles import a_signer_two_shards_and_a_judge, check_one_process_verdicts_once
 
 pytestmark = pytest.mark.kafka
 
@@ -74,3 +76,16 @@ def test_a_restarted_stage_still_finds_containment_of_documents_judged_before(st
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
     assert len(records) == len(corpus)
     check_containment_verdicts(records, corpus, edits)
+
+
+def test_a_signer_two_shards_and_a_judge_publish_one_process_s_containment_verdicts(stage: Stage) -> None:
+    corpus, edits = planted_corpus()
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    with a_signer_two_shards_and_a_judge(stage, containment_threshold=0.8) as runners:
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+        sequenced = runners[0].settings.sequenced_topic
+        config = runners[0].settings.detection
+
+    published, _ = check_one_process_verdicts_once(stage, records, sequenced, len(corpus), config)
+    assert sum(v["verdict"] == "contained" and edits[v["id"]] == "excerpt" for v in published) >= 10
+    assert sum(v["verdict"] == "contains" and edits[v["id"]] == "expansion" for v in published) >= 10

@@ -141,7 +141,6 @@ def test_each_role_gets_its_own_group_and_transactional_id_under_one_group_id() 
         ({"SHARDS": "0"}, "shards", "at least 1"),
         ({"SHARDS": "3", "SHARD_INDEX": "3", "INDEX_SLOTS": "6"}, "shard_index", "0 to shards - 1 = 2"),
         ({"SHARDS": "4", "INDEX_SLOTS": "6"}, "shards", "must divide index_slots=6"),
-        ({"ROLE": "judge", "CONTAINMENT_THRESHOLD": "0.8"}, "containment_threshold", "cannot be sharded"),
         ({"ROLE": "judge", "UNIQUE_TOPIC": "uniques"}, "unique_topic", "needs role all"),
         ({"ROLE": "signer", "SEQUENCED_TOPIC": "documents"}, "input_topic", "must differ from sequenced_topic"),
         (
@@ -157,11 +156,15 @@ def test_role_settings_that_cannot_work_are_refused_by_name(values: dict[str, st
     assert raised.value.setting == setting
 
 
-@pytest.mark.parametrize("method", ["minhash", "simhash", "combined"])
-def test_every_method_can_be_sharded(method: str) -> None:
-    environment = {"STREAM_DEDUP_ROLE": "shard", "STREAM_DEDUP_SHARDS": "2", "STREAM_DEDUP_INDEX_SLOTS": "6"}
-    settings = resolve_settings({}, {**environment, "STREAM_DEDUP_METHOD": method})
-    assert (settings.role, settings.detection.method) == ("shard", method)
+@pytest.mark.parametrize(
+    "search", [{"METHOD": "minhash"}, {"METHOD": "simhash"}, {"METHOD": "combined"}, {"CONTAINMENT_THRESHOLD": "0.8"}]
+)
+def test_every_method_and_the_containment_search_can_be_sharded(search: dict[str, str]) -> None:
+    environment = {"ROLE": "shard", "SHARDS": "2", "INDEX_SLOTS": "6", **search}
+    settings = resolve_settings({}, {f"STREAM_DEDUP_{k}": v for k, v in environment.items()})
+    assert settings.role == "shard"
+    assert settings.detection.method == search.get("METHOD", "minhash")
+    assert settings.detection.containment_threshold == (0.8 if "CONTAINMENT_THRESHOLD" in search else None)
 
 
 def test_invisible_characters_are_ignored_unless_turned_off_and_reading_follows_the_setting() -> None:
