@@ -25,6 +25,7 @@ from stream_dedup.engine.documents import (
     read_text_document,
 )
 from stream_dedup.engine.verdict import Verdict
+from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit, fitted
 from stream_dedup.lsh.generation import NO_SOURCE
 
 InputFormat = Literal["json", "text"]
@@ -229,3 +230,9 @@ def added_headers(letter: DeadLetter) -> list[tuple[str, bytes]]:
         ),
         (TIMESTAMP_HEADER, str(timestamp).encode()),
     ]
+
+
+def dead_letter_record(letter: DeadLetter, limit: SizeLimit) -> OutgoingRecord:
+    """The dead letter as sent: the record with the stage's headers (:func:`added_headers`), cut to fit ``limit``."""
+    record = letter.record
+    return fitted(record.key, record.value, list(record.headers or []), added_headers(letter), limit)

@@ -44,9 +44,14 @@ _TOPICS_FRESH_SECONDS = 10.0
 
 
 class RecordGone(NamedTuple):
-    """The record cannot be fetched; ``why`` says so in a sentence."""
+    """The record cannot be fetched; ``why`` says so in a sentence.
+
+    ``lasting``: whether asking again cannot help (the record or its topic
+    deleted), rather than this fetch having failed (a Kafka error, a timeout).
+    """
 
     why: str
+    lasting: bool = True
 
 
 class RecordLookup:
@@ -112,7 +117,7 @@ class RecordLookup:
         try:
             return self._fetch(topic, partition, offset)
         except KafkaError as error:
-            return RecordGone(f"could not be fetched ({type(error).__name__}: {error})")
+            return RecordGone(f"could not be fetched ({type(error).__name__}: {error})", lasting=False)
 
     def _fetch(self, topic: str, partition: int, offset: int) -> Any:
         if not self._exists(topic):
@@ -132,7 +137,7 @@ class RecordLookup:
             # position on without a record.
             if self._consumer.position(where) > offset or offset >= self._consumer.end_offsets([where])[where]:
                 return self._missing(where, offset)
-        return RecordGone(f"not fetched from {topic} partition {partition} within {self._timeout:g} s")
+        return RecordGone(f"not fetched from {topic} partition {partition} within {self._timeout:g} s", lasting=False)
 
     def records_between(self, topic: str, partition: int, start: int, end: int) -> list[Any]:
         """The committed records of offsets ``start`` to ``end - 1`` still held, read in order: one read for many.
@@ -183,7 +188,7 @@ class RecordLookup:
             return RecordGone(f"deleted by the topic's retention ({name} now starts at offset {start})")
         end = self._consumer.end_offsets([where])[where]
         if offset >= end:
-            return RecordGone(f"{name} has no offset {offset} yet (it ends at offset {end})")
+            return RecordGone(f"{name} has no offset {offset} yet (it ends at offset {end})", lasting=False)
         return RecordGone(f"no committed record at offset {offset} of {name}")
 
     def keep(self, records: Sequence[Any]) -> None:

@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.documents import REASONS
 from stream_dedup.engine.verdict import VerdictKind
+from stream_dedup.roles.unique_forwards import UNIQUE_RECORD_GONE
 from stream_dedup.worker.batch import UNIQUE_TOO_LARGE, VERDICT_TOO_LARGE
 from stream_dedup.worker.events import Role
 from stream_dedup.worker.isolation import ISOLATED_REASON
@@ -29,7 +30,13 @@ from stream_dedup.worker.isolation import ISOLATED_REASON
 ROLES: tuple[Role, ...] = get_args(Role)
 
 #: Why a record went to the dead-letter topic instead of being judged.
-DEAD_LETTER_REASONS: tuple[str, ...] = (*REASONS, VERDICT_TOO_LARGE, UNIQUE_TOO_LARGE, ISOLATED_REASON)
+DEAD_LETTER_REASONS: tuple[str, ...] = (
+    *REASONS,
+    VERDICT_TOO_LARGE,
+    UNIQUE_TOO_LARGE,
+    UNIQUE_RECORD_GONE,
+    ISOLATED_REASON,
+)
 
 _VERDICTS: tuple[VerdictKind, ...] = get_args(VerdictKind)
 _TRANSACTION_OUTCOMES = ("committed", "aborted")

@@ -30,7 +30,9 @@ from stream_dedup.kafka.answers import AnswerRecord, decode_answer
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
+from stream_dedup.kafka.topic_limits import size_limits
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
+from stream_dedup.roles.unique_forwards import UniqueForwards
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 
@@ -41,12 +43,14 @@ _BATCHES_PER_STEP = 10
 
 
 class Judge(RoleWork):
-    """One session of the judge."""
+    """One session of the judge; ``forwards`` (outliving sessions) with ``unique_topic`` set."""
 
-    def __init__(self, settings: WorkerSettings) -> None:
+    def __init__(self, settings: WorkerSettings, forwards: UniqueForwards | None = None) -> None:
         self.settings = settings
+        self.forwards = forwards
         self.topics = [settings.sequenced_topic, settings.answers_topic]
-        self.limits = {}
+        forwarded = [forwards.unique_topic, forwards.dead_letter_topic] if forwards is not None else []
+        self.limits = size_limits(settings.connection(), forwarded) if forwarded else {}
         self.digest = settings.detection.signature_fingerprint()
         self.fingerprint = settings.detection.fingerprint()
         self.sequenced = TopicPartition(settings.sequenced_topic, 0)
@@ -94,6 +98,11 @@ class Judge(RoleWork):
         for verdict, source in zip(verdicts, sources, strict=True):
             value = verdict_value(verdict, source, self.fingerprint)
             sends.append(Send(self.settings.output_topic, OutgoingRecord(verdict.id.encode("utf-8"), value, [])))
+        dead_letters: list[str] = []
+        if self.forwards is not None:
+            uniques = [(v.id, source) for v, source in zip(verdicts, sources, strict=True) if v.verdict == "unique"]
+            forwards, dead_letters = self.forwards.sends(uniques, self.limits)
+            sends += forwards
         judged_until = ready[-1].offset + 1
         offsets = {self.sequenced: self.assembly.resume_offset(judged_until)}
         for shard, kept in self.answers.items():
@@ -102,7 +111,12 @@ class Judge(RoleWork):
                 offsets[TopicPartition(self.settings.answers_topic, shard)] = offset + 1
             if kept:
                 offsets[TopicPartition(self.settings.answers_topic, shard)] = kept[0][0]
-        report = StepReport("judge", len(verdicts), verdicts=Counter(verdict.verdict for verdict in verdicts))
+        report = StepReport(
+            "judge",
+            len(verdicts),
+            verdicts=Counter(verdict.verdict for verdict in verdicts),
+            dead_letters=Counter(dead_letters),
+        )
         return Outgoing(sends, offsets, report)
 
     def observe(self, events: WorkerEvents) -> None:
@@ -111,6 +125,11 @@ class Judge(RoleWork):
 
     def committed(self, outgoing: Outgoing) -> None:
         """Nothing to note: what the judge keeps was updated as it stepped."""
+
+    def finish(self) -> None:
+        """Stopping: the consumer reading unique documents' records again is closed."""
+        if self.forwards is not None:
+            self.forwards.close()
 
     def _read_batches(self, records: list[Any]) -> None:
         for record in records:

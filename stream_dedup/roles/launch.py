@@ -5,6 +5,7 @@ from stream_dedup.roles.judge import Judge
 from stream_dedup.roles.session import RoleRunner
 from stream_dedup.roles.shard import Shard, snapshot_directory
 from stream_dedup.roles.signer import Signer
+from stream_dedup.roles.unique_forwards import UniqueForwards
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotStore
@@ -29,5 +30,8 @@ def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) ->
         )
         return RoleRunner(s, lambda: Shard(s, store, events, texts), events, max_poll_records=per_step)
     if s.role == "judge":
-        return RoleRunner(s, lambda: Judge(s), events)
+        forwards = (
+            UniqueForwards(s.connection(), s.unique_topic, s.dead_letter_topic) if s.unique_topic is not None else None
+        )
+        return RoleRunner(s, lambda: Judge(s, forwards), events)
     raise ValueError(f"role {s.role!r} runs in worker.loop.Worker, not as a role")

@@ -18,8 +18,8 @@ from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
-from stream_dedup.kafka.messages import added_headers
-from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit, fitted
+from stream_dedup.kafka.messages import dead_letter_record
+from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
 from stream_dedup.kafka.topic_limits import size_limits
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
@@ -64,13 +64,7 @@ class Signer(RoleWork):
         ]
         limit = self.limits.get(s.dead_letter_topic) or SizeLimit()
         for letter in letters:
-            original = list(letter.record.headers or [])
-            sends.append(
-                Send(
-                    s.dead_letter_topic,
-                    fitted(letter.record.key, letter.record.value, original, added_headers(letter), limit),
-                )
-            )
+            sends.append(Send(s.dead_letter_topic, dead_letter_record(letter, limit)))
             log.warning("dead letter (%s): %s", letter.reason, letter.detail)
         offsets = {TopicPartition(s.input_topic, p): offset for p, offset in after.items()}
         report = StepReport("signer", len(documents), dead_letters=Counter(letter.reason for letter in letters))

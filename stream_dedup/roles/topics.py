@@ -11,8 +11,9 @@ def ensure_role_topics(settings: WorkerSettings) -> None:
 
     The sequenced topic is a changelog (one partition, the changelog's
     retention); the answers topic has a partition per shard, kept as long
-    (a judge stopped for a while must still find them); the output and
-    dead-letter topics are as wide as the input, as in the single-process stage.
+    (a judge stopped for a while must still find them); the output,
+    dead-letter and unique topics are as wide as the input, as in the
+    single-process stage.
     """
     s = settings
     connection = s.connection()
@@ -25,6 +26,7 @@ def ensure_role_topics(settings: WorkerSettings) -> None:
             TopicSpec(s.dead_letter_topic, partitions),
             TopicSpec(s.sequenced_topic, 1, configs),
             TopicSpec(s.answers_topic, s.shards, configs),
+            *([TopicSpec(s.unique_topic, partitions)] if s.unique_topic else []),
         ],
     )
     if counts[s.sequenced_topic] != 1:

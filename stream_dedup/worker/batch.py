@@ -32,12 +32,8 @@ from kafka.structs import OffsetAndMetadata
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import PRODUCER_TUNING
-from stream_dedup.kafka.messages import (
-    DeadLetter,
-    added_headers,
-    verdict_value,
-)
-from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits, fitted
+from stream_dedup.kafka.messages import DeadLetter, dead_letter_record, verdict_value
+from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.events import BatchReport, PublishedDuplicate
 from stream_dedup.worker.signing import SignedRecords
@@ -230,11 +226,9 @@ def commit_batch(
 
 def _fitted_dead_letter(letter: DeadLetter, destinations: Destinations) -> tuple[OutgoingRecord, str]:
     """A dead letter as sent (the record, headers saying why, truncated if it must be), and what was cut."""
-    record = letter.record
-    original = list(record.headers or [])
-    limit = destinations.limit(destinations.dead_letter_topic)
-    outgoing = fitted(record.key, record.value, original, added_headers(letter), limit)
-    return outgoing, dict(outgoing.headers[len(original) :]).get(TRUNCATED_HEADER, b"").decode()
+    outgoing = dead_letter_record(letter, destinations.limit(destinations.dead_letter_topic))
+    added = outgoing.headers[len(letter.record.headers or []) :]
+    return outgoing, dict(added).get(TRUNCATED_HEADER, b"").decode()
 
 
 def _too_large(what: str, topic: str) -> str:

@@ -268,9 +268,7 @@ class WorkerSettings(ConnectionSettings):
             )
         if self.role == "all":
             return
-        if self.unique_topic is not None:
-            raise ConfigError("unique_topic", f"role {self.role}: forwarding unique documents needs role all for now")
-        topics = {"input_topic": self.input_topic, "output_topic": self.output_topic}
+        topics = {"input_topic": self.input_topic, "output_topic": self.output_topic, "unique_topic": self.unique_topic}
         for name, topic in topics.items():
             if topic in (self.sequenced_topic, self.answers_topic):
                 raise ConfigError(name, f"must differ from sequenced_topic and answers_topic ({topic!r})")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -20,6 +20,7 @@ from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
+    Message,
     RoleRunner,
     Stage,
     document_messages,
@@ -107,16 +108,20 @@ def check_one_process_verdicts_once(
     ids=["minhash", "simhash"],
 )
 def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(
-    stage: Stage, detection: dict[str, Any], duplicates: int
+    stage: Stage, topic_factory: Callable[..., str], detection: dict[str, Any], duplicates: int
 ) -> None:
     corpus = make_clustered_corpus(1500, seed=31)
-    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
-    with a_signer_two_shards_and_a_judge(stage, **detection) as runners:
+    messages = document_messages(corpus, partitions=3)
+    produce(stage.bootstrap, stage.input_topic, messages)
+    unique_topic = topic_factory(partitions=3)
+    with a_signer_two_shards_and_a_judge(stage, unique_topic=unique_topic, **detection) as runners:
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
         sequenced = runners[0].settings.sequenced_topic
         config = runners[0].settings.detection
+        forwarded = read_committed(stage.bootstrap, unique_topic, 1)
 
     published, batches = check_one_process_verdicts_once(stage, records, sequenced, len(corpus), config)
+    check_unique_records_forwarded_once(published, messages, forwarded)
     assert sum(v["verdict"] == "duplicate" for v in published) > duplicates
     assert {r.key for r in records} == {v["id"].encode() for v in published}
     # Matches were found on both shards: the judge really merged.
@@ -127,6 +132,17 @@ def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(
         for doc_id, shard in zip(batch.entry.documents.ids, owners(batch.entry.documents), strict=True)
     }
     assert {owner[v["duplicate_of"]] for v in published if v["duplicate_of"]} == {0, 1}
+
+
+def check_unique_records_forwarded_once(
+    published: list[dict[str, Any]], messages: Sequence[Message], forwarded: list[Any]
+) -> None:
+    """The unique topic holds the input record of each document published unique (keyed by its id), once, key and
+    value as sent."""
+    unique = {v["id"].encode() for v in published if v["verdict"] == "unique"}
+    expected = sorted((key, value) for key, value, *_ in messages if key in unique)
+    assert sorted((r.key, r.value) for r in forwarded) == expected
+    assert len(expected) > 100
 
 
 def test_three_shards_and_a_judge_reading_a_workers_changelog_publish_the_workers_verdicts(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from .stage import (
     wait_until,
 )
 from .test_crash import check_every_hostile_record_dead_lettered_once
-from .test_roles import SLOTS, one_process_verdicts, sequenced_batches
+from .test_roles import SLOTS, check_unique_records_forwarded_once, one_process_verdicts, sequenced_batches
 
 pytestmark = pytest.mark.kafka
 
@@ -92,20 +93,25 @@ def kill_and_restart(
 
 
 def test_kill_9_of_every_role_twelve_times_publishes_each_verdict_once_as_one_process_would(
-    stage: Stage, tmp_path: Path
+    stage: Stage, tmp_path: Path, topic_factory: Callable[..., str]
 ) -> None:
-    roles_crash_run(stage, tmp_path, documents=6000, meaningful_kills=10, attempts=ATTEMPTS, seed=41)
+    unique_topic = topic_factory(partitions=3)
+    roles_crash_run(stage, tmp_path, unique_topic, documents=6000, meaningful_kills=10, attempts=ATTEMPTS, seed=41)
 
 
 @pytest.mark.long
-def test_kill_9_of_every_role_many_times_over_a_longer_stream(stage: Stage, tmp_path: Path) -> None:
-    roles_crash_run(stage, tmp_path, documents=40_000, meaningful_kills=30, attempts=90, seed=43)
+def test_kill_9_of_every_role_many_times_over_a_longer_stream(
+    stage: Stage, tmp_path: Path, topic_factory: Callable[..., str]
+) -> None:
+    unique_topic = topic_factory(partitions=3)
+    roles_crash_run(stage, tmp_path, unique_topic, documents=40_000, meaningful_kills=30, attempts=90, seed=43)
 
 
 def roles_crash_run(
-    stage: Stage, tmp_path: Path, documents: int, meaningful_kills: int, attempts: int, seed: int
+    stage: Stage, tmp_path: Path, unique_topic: str, documents: int, meaningful_kills: int, attempts: int, seed: int
 ) -> None:
-    """Kill roles until ``meaningful_kills`` kills left work undone (at most ``attempts``), then check the verdicts."""
+    """Kill roles until ``meaningful_kills`` kills left work undone (at most ``attempts``), then check the verdicts
+    and the judge's forwards to ``unique_topic``."""
     rng = random.Random(seed)
     corpus = make_clustered_corpus(documents, seed=seed)
     messages: list[tuple[bytes | None, bytes | None, int, int]] = list(document_messages(corpus, partitions=3))
@@ -121,6 +127,7 @@ def roles_crash_run(
         "transaction_timeout_seconds": 10,
         # Shards snapshot every few hundred documents of the stream: most restarts load one, some a full replay.
         "snapshot_every_documents": 400,
+        "unique_topic": unique_topic,
     }
     processes = role_processes(stage, tmp_path, PROCESSES, **common)
     # Every role in turn, then at random; the shard with a standby is killed where it is active. Half the
@@ -161,6 +168,7 @@ def roles_crash_run(
             stage.bootstrap, stage.output_topic, len(corpus), timeout=max(240, documents // 50), settle=4
         )
         letters = read_committed(stage.bootstrap, stage.dead_letter_topic, len(HOSTILE), timeout=60, settle=3)
+        forwarded = read_committed(stage.bootstrap, unique_topic, 1, timeout=60, settle=3)
         died = [name for name, process in processes.items() if not process.running()]
         assert not died, f"{died} died by themselves"
     finally:
@@ -183,3 +191,4 @@ def roles_crash_run(
     # Each document was signed into the sequenced topic once, whatever the signers' kills.
     assert sorted(d for b in batches for d in b.entry.documents.ids) == sorted(f"doc-{i}" for i in range(len(corpus)))
     assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)
+    check_unique_records_forwarded_once(published, messages, forwarded)

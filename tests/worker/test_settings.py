@@ -141,7 +141,7 @@ def test_each_role_gets_its_own_group_and_transactional_id_under_one_group_id() 
         ({"SHARDS": "0"}, "shards", "at least 1"),
         ({"SHARDS": "3", "SHARD_INDEX": "3", "INDEX_SLOTS": "6"}, "shard_index", "0 to shards - 1 = 2"),
         ({"SHARDS": "4", "INDEX_SLOTS": "6"}, "shards", "must divide index_slots=6"),
-        ({"ROLE": "judge", "UNIQUE_TOPIC": "uniques"}, "unique_topic", "needs role all"),
+        ({"ROLE": "judge", "UNIQUE_TOPIC": "x.answers", "ANSWERS_TOPIC": "x.answers"}, "unique_topic", "must differ"),
         ({"ROLE": "signer", "SEQUENCED_TOPIC": "documents"}, "input_topic", "must differ from sequenced_topic"),
         (
             {"ROLE": "signer", "ANSWERS_TOPIC": "x.sequenced", "SEQUENCED_TOPIC": "x.sequenced"},
