@@ -116,8 +116,8 @@ def test_fetched_records_are_kept_and_missing_ones_are_answered(stage: Stage, mo
             f"no committed record at offset 2 of {stage.input_topic} partition 0"
         )  # the transaction's commit marker
         assert lookup.fetch(stage.input_topic, 0, 50) == RecordGone(
-            f"{stage.input_topic} partition 0 has no offset 50 yet (it ends at offset 3)"
-        )
+            f"{stage.input_topic} partition 0 has no offset 50 yet (it ends at offset 3)", lasting=False
+        )  # it may come: asking again may find it
         assert lookup.fetch(stage.input_topic, 7, 0) == RecordGone(f"topic {stage.input_topic} has no partition 7")
         assert lookup.fetch("no-such-topic-here", 0, 0) == RecordGone(
             "topic no-such-topic-here does not exist (any more)"
@@ -133,6 +133,7 @@ def test_fetched_records_are_kept_and_missing_ones_are_answered(stage: Stage, mo
         monkeypatch.setattr(fresh._consumer, "topics", time_out)
         answer = fresh.fetch("a-topic-not-listed-yet", 0, 0)  # a topic missing from the listing: listed again
         assert isinstance(answer, RecordGone) and answer.why.startswith("could not be fetched (KafkaTimeoutError")
+        assert not answer.lasting
 
 
 def test_the_summary_adds_up_to_the_verdicts_read_directly(
