@@ -3,15 +3,12 @@
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.roles.judge import Judge
 from stream_dedup.roles.session import RoleRunner
-from stream_dedup.roles.shard import Shard, snapshot_directory
+from stream_dedup.roles.shard import Shard, records_per_step, snapshot_directory
 from stream_dedup.roles.signer import Signer
 from stream_dedup.roles.unique_forwards import UniqueForwards
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotStore
-
-#: Documents a shard reads per step (and per answer record): sequenced records hold ``batch_size`` each.
-_SHARD_DOCUMENTS_PER_STEP = 10_000
 
 
 def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) -> RoleRunner:
@@ -21,14 +18,13 @@ def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) ->
     if s.role == "signer":
         return RoleRunner(s, lambda: Signer(s), events, single_active=False, max_poll_records=s.batch_size)
     if s.role == "shard":
-        per_step = max(1, _SHARD_DOCUMENTS_PER_STEP // s.batch_size)
         store = SnapshotStore(snapshot_directory(s), s.snapshots_kept)
         texts = (
             RecordTexts(s.connection(), s.input_topic, s.input_reading(), s.text_cache_bytes)
             if s.detection.settles_with_texts
             else None
         )
-        return RoleRunner(s, lambda: Shard(s, store, events, texts), events, max_poll_records=per_step)
+        return RoleRunner(s, lambda: Shard(s, store, events, texts), events, max_poll_records=records_per_step(s))
     if s.role == "judge":
         forwards = (
             UniqueForwards(s.connection(), s.unique_topic, s.dead_letter_topic) if s.unique_topic is not None else None

@@ -9,7 +9,9 @@ the role's own group, and for each step::
 
     1. poll (which also heartbeats and runs the rebalance listener)
     2. take over on a new assignment, before anything else (the role seeks)
-    3. step: what the role makes of the records polled (possibly nothing)
+    3. step: what the role makes of the records polled (possibly nothing);
+       or, while another replica holds the partitions, stand by (a shard
+       keeps a warm copy of its index)
     4. begin, send the records, send the offsets with the group's metadata, commit
 
 A session's state lives in its :class:`RoleWork`, made fresh for every
@@ -108,8 +110,14 @@ class RoleWork(ABC):
     def observe(self, events: WorkerEvents) -> None:
         """Report what the role measures besides its steps (called about once a second while it is active)."""
 
+    def stand_by(self, consumer: KafkaConsumer) -> None:  # noqa: B027 (most roles keep nothing warm)
+        """Called after each poll while another replica holds the partitions: keep ready to take over."""
+
     def finish(self) -> None:  # noqa: B027 (most roles leave nothing behind)
         """The session is stopping cleanly (SIGTERM, SIGINT), after its last step: leave what a restart needs."""
+
+    def close(self) -> None:  # noqa: B027 (most roles open nothing of their own)
+        """The session ended, cleanly or not: close what the role opened itself."""
 
 
 def committed_or_beginning(consumer: KafkaConsumer, partition: TopicPartition) -> int:
@@ -174,6 +182,7 @@ class RoleRunner:
         s = self.settings
         work = self.make_work()
         with contextlib.ExitStack() as opened:
+            opened.callback(work.close)
             producer = transactional_producer(s.connection(), s.transactional_id, s.transaction_timeout_seconds)
             opened.callback(producer.close, 5.0)
             # Fences any earlier producer with this transactional id and aborts its open transaction.
@@ -227,7 +236,10 @@ class _Session:
             if assigned is not None:
                 self.take_over(assigned)
                 continue
-            if self.runner.stopping or not self.assignments.holding:
+            if self.runner.stopping:
+                continue
+            if not self.assignments.holding:
+                self.work.stand_by(self.consumer)
                 continue
             # 3. Step, 4. one transaction for all it produced.
             started = time.perf_counter()

@@ -13,7 +13,10 @@ topic is its changelog. Taking over, a shard starts from the newest usable
 snapshot in its own directory (``SNAPSHOT_DIR/shard-K``), or from an empty
 index at the topic's first offset, reads the topic from there, and answers
 only from the group's committed offset on (the batches before it were
-answered by an earlier session, whose answers are committed). Between steps
+answered by an earlier session, whose answers are committed). A standby
+(a replica the group gave nothing) keeps a warm copy instead: it restores
+the same way, then tails the sequenced topic up to the group's committed
+offset, so that its take-over replays only the last few batches. Between steps
 it writes a snapshot when the worker's schedule says one is due
 (``snapshot_interval_seconds``, ``snapshot_every_documents`` counted over the
 whole stream, which is what a restart replays), and a last one when stopped.
@@ -30,6 +33,8 @@ a snapshot past the committed offset, or   ``Shard.restore``: not used         W
 one whose continuation retention deleted
 a snapshot write fails (disk full)         ``Shard.snapshot_failed``: logged,  ERROR "snapshot failed",
                                            the shard goes on                   ``snapshot_failures_total``
+retention deleted sequenced records a      ``Shard.stand_by``: restores again  WARNING "standby ... deleted by
+standby had not tailed yet                 (a snapshot or a rebuild)           retention"
 =========================================  ==================================  =========================================
 """
 
@@ -39,19 +44,33 @@ from pathlib import Path
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import OffsetOutOfRangeError
 
 from stream_dedup.engine.sharding import ShardAnswer, ShardDetector
 from stream_dedup.engine.snapshot import load_shard_snapshot
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.record_texts import RecordTexts
-from stream_dedup.kafka.sequenced import BatchAssembly
+from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
+from stream_dedup.roles.sequenced_tail import SequencedTail
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
 
 log = logging.getLogger(__name__)
+
+#: Documents a shard reads per step (and per answer record), and a standby per read.
+_DOCUMENTS_PER_STEP = 10_000
+#: How often a standby that has caught up asks the group's committed offset again.
+_STANDBY_REFRESH_SECONDS = 1.0
+#: Longest a standby tails in one go: its loop must also poll its group consumer (heartbeats, take-over).
+_STANDBY_READ_SECONDS = 0.5
+
+
+def records_per_step(settings: WorkerSettings) -> int:
+    """Sequenced records a shard reads per step: each holds up to ``batch_size`` documents."""
+    return max(1, _DOCUMENTS_PER_STEP // settings.batch_size)
 
 
 def snapshot_directory(settings: WorkerSettings) -> Path:
@@ -89,6 +108,10 @@ class Shard(RoleWork):
         self.first_offset = 0
         #: The replay under way: (first offset, documents so far, when it started), or None.
         self._replay: tuple[int, int, float] | None = None
+        #: A standby's reader of the sequenced topic (None: not tailing, the assembly is the active one's).
+        self._tail: SequencedTail | None = None
+        #: The group's committed offset as last asked by the standby, and when (monotonic).
+        self._standby_target: tuple[int, float] | None = None
 
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
         s = self.settings
@@ -98,8 +121,9 @@ class Shard(RoleWork):
         if self.covered is None or self.covered > committed:
             self.restore(consumer, committed)
         assert self.covered is not None
-        # Parts of a batch read after `covered` are read again.
+        # Parts of a batch read after `covered` are read again; a standby's tailing ends here.
         self.assembly = BatchAssembly(self.digest)
+        self._stop_tailing()
         self.answered_from = self.first_offset = committed
         consumer.seek(self.partition, self.covered)
         log.info(
@@ -148,12 +172,10 @@ class Shard(RoleWork):
                 continue
             count = len(batch.entry.documents.ids)
             answering = batch.offset >= self.answered_from
-            # A batch of no document (a worker's changelog holds some) changes no index: skipped, as a replay does.
             texts = self.texts if answering else None
             if texts is not None:
                 texts.expect(batch.entry.documents.sources)
-            answer = self.index.answer(batch.entry.documents, batch.keys, texts) if count else None
-            self.covered = batch.offset + 1
+            answer = self._index_batch(batch, texts)
             if not answering:
                 replayed += count
                 continue
@@ -176,6 +198,80 @@ class Shard(RoleWork):
             "shard", documents, indexed_documents=len(self.index), index_bytes=self.index.memory_bytes()
         )
         return Outgoing(sends, {self.partition: end}, report)
+
+    def _index_batch(self, batch: SequencedBatch, texts: RecordTexts | None) -> ShardAnswer | None:
+        """Answer and index the next batch (a replay gives no ``texts``); the index then covers it.
+
+        A batch of no document (a worker's changelog holds some) changes no index and has no answer.
+        """
+        documents = batch.entry.documents
+        answer = self.index.answer(documents, batch.keys, texts) if documents.ids else None
+        self.covered = batch.offset + 1
+        return answer
+
+    def stand_by(self, consumer: KafkaConsumer) -> None:
+        """Keep a warm copy: index what the active replica has committed, then snapshot when due.
+
+        The index stays a prefix the active replica had (everything before the
+        group's committed offset, read from the sequenced topic with a
+        consumer of no group), so a take-over goes on from it and replays only
+        the batches committed since the last read. Reads for half a second at
+        most, so the loop's polls (heartbeats, take-over) are not held up.
+        """
+        if self.covered is None:
+            self.restore(consumer, committed_or_beginning(consumer, self.partition))
+        assert self.covered is not None
+        if self._tail is None:
+            self._tail = SequencedTail(self.settings.connection(), self.settings.sequenced_topic)
+            self._tail.seek(self.covered)
+            self.assembly = BatchAssembly(self.digest)
+        target = self._standby_committed(consumer)
+        indexed = 0
+        deadline = time.monotonic() + _STANDBY_READ_SECONDS
+        try:
+            while time.monotonic() < deadline:
+                records = self._tail.read(target, records_per_step(self.settings))
+                if not records:
+                    break
+                for record in records:
+                    batch = self.assembly.add(record.offset, record.value)
+                    if batch is not None:
+                        self._index_batch(batch, None)
+                        indexed += len(batch.entry.documents.ids)
+        except OffsetOutOfRangeError:
+            log.warning(
+                "standby shard %d of %d: sequenced records from offset %d were deleted by retention before it "
+                "read them; restoring again",
+                *self._name,
+                self._tail.position,
+            )
+            self._stop_tailing()
+            self.covered = None
+            return
+        self.events.replay_progress(indexed, max(0, target - self.covered))
+        if indexed:
+            self._report_index()
+        self.snapshot_if_due()
+
+    def _standby_committed(self, consumer: KafkaConsumer) -> int:
+        """The group's committed offset, asked again once a second at most, and only once caught up with it."""
+        known = self._standby_target
+        tail = self._tail
+        assert tail is not None
+        if known is not None and (tail.position < known[0] or time.monotonic() - known[1] < _STANDBY_REFRESH_SECONDS):
+            return known[0]
+        target = committed_or_beginning(consumer, self.partition)
+        self._standby_target = (target, time.monotonic())
+        return target
+
+    def _stop_tailing(self) -> None:
+        if self._tail is not None:
+            self._tail.close()
+            self._tail = None
+        self._standby_target = None
+
+    def close(self) -> None:
+        self._stop_tailing()
 
     def _note_replay(self, replayed: int) -> None:
         """Report the replay's progress, and its end once the index reaches the committed offset."""
