@@ -107,7 +107,7 @@ from stream_dedup.kafka.clients import KafkaConnection, group_consumer, transact
 from stream_dedup.kafka.messages import Source, verdict_value
 from stream_dedup.lsh import IndexedBatch, SignedBatch
 from stream_dedup.worker.cores import default_signing_processes
-from stream_dedup.worker.events import BatchReport, Role, WorkerEvents
+from stream_dedup.worker.events import BatchReport, Role, StepReport, WorkerEvents
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.topics import changelog_configs
@@ -300,10 +300,17 @@ class StageClock(WorkerEvents):
                 self.settled.set()
 
     def batch_committed(self, report: BatchReport) -> None:
-        self.commits.append((time.perf_counter(), report.records))
         self.latencies.append(report.latencies)
-        self.verdicts.update(report.verdicts)
-        self._records += report.records
+        self.committed(report.records, report.verdicts)
+
+    def step_committed(self, report: StepReport, seconds: float) -> None:
+        """A role's step (documents signed, answered for, or judged)."""
+        self.committed(report.documents, report.verdicts)
+
+    def committed(self, records: int, verdicts: Counter[str]) -> None:
+        self.commits.append((time.perf_counter(), records))
+        self.verdicts.update(verdicts)
+        self._records += records
         if self._records >= self.expected:
             self.finished.set()
 
@@ -335,15 +342,32 @@ def running_worker(
     With ``detect=False`` its detector is a :class:`_NoDetection` (the pass-through).
     """
     worker = Worker(settings, clock, Detector if detect else _NoDetection)
+    with running_on_thread(worker.run, worker.request_stop, clock, settings.bootstrap_servers, profiler):
+        yield worker
+
+
+@contextlib.contextmanager
+def running_on_thread(
+    run: Callable[[], None],
+    request_stop: Callable[[], None],
+    clock: StageClock,
+    bootstrap: str,
+    profiler: cProfile.Profile | None = None,
+) -> Iterator[None]:
+    """``run()`` (a worker's or a role's) on a thread of its own, stopped with ``request_stop()`` and joined.
+
+    ``clock`` gets the CPU used meanwhile (this process, its reaped children,
+    the broker) and that of the thread; a failure of ``run`` is raised here.
+    """
     failure: list[BaseException] = []
 
-    def run() -> None:
+    def on_thread() -> None:
         started = time.thread_time()
         try:
             if profiler is None:
-                worker.run()
+                run()
             else:
-                profiler.runcall(worker.run)
+                profiler.runcall(run)
         except BaseException as error:
             failure.append(error)
             clock.failure = error
@@ -352,20 +376,20 @@ def running_worker(
         finally:
             clock.loop_cpu = time.thread_time() - started
 
-    meter = CpuMeter(settings.bootstrap_servers)
-    thread = threading.Thread(target=run, name="worker", daemon=True)
+    meter = CpuMeter(bootstrap)
+    thread = threading.Thread(target=on_thread, name="stage", daemon=True)
     thread.start()
     try:
-        yield worker
+        yield
     finally:
-        worker.request_stop()
+        request_stop()
         thread.join(120)
     # After the join: the signers have exited and been reaped, so their time is in RUSAGE_CHILDREN.
     clock.cpu = meter.used()
     if failure:
         raise failure[0]
     if thread.is_alive():
-        raise RuntimeError("the worker did not stop within 120 s")
+        raise RuntimeError("the stage did not stop within 120 s")
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 from kafka_restart import BATCH, SNAPSHOT_SHARE, build
 from kafka_stage import broker, quiet_kafka_python, unique_name
+from roles_on_broker import role_settings
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.sharding import ShardDetector
@@ -45,7 +46,6 @@ from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
 from stream_dedup.roles.launch import role_runner
 from stream_dedup.roles.shard import snapshot_directory
 from stream_dedup.worker.events import WorkerEvents
-from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotStore
 
 SHARDS = 2
@@ -104,21 +104,7 @@ def take_over(
 ) -> tuple[float, int]:
     """Shard 0 of a new group committed at ``end``, with ``snapshot`` in its directory: (seconds, replayed)."""
     name = unique_name("shard")
-    settings = WorkerSettings(
-        detection=CONFIG,
-        bootstrap_servers=bootstrap,
-        input_topic=input_topic,
-        output_topic=f"{name}.verdicts",
-        dead_letter_topic=f"{name}.dead-letters",
-        group_id=name,
-        instance_id="bench",
-        snapshot_dir=str(root / name),
-        metrics_port=0,
-        role="shard",
-        shards=SHARDS,
-        shard_index=0,
-        sequenced_topic=topic,
-    )
+    settings = role_settings(bootstrap, input_topic, name, "shard", root, CONFIG, shards=SHARDS, sequenced_topic=topic)
     consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=settings.role_group_id, enable_auto_commit=False)
     try:
         consumer.assign([TopicPartition(topic, 0)])
