@@ -35,6 +35,11 @@ class AssignmentNotes(ConsumerRebalanceListener):  # type: ignore[misc]
         new, self._new = self._new, None
         return new
 
+    @property
+    def standing_by(self) -> bool:
+        """The group's last assignment gave this member nothing, and no new join is under way."""
+        return not self.holding and self.joining_since is None
+
     def join_waited(self) -> float:
         """Seconds the current join has waited for an assignment (0 when none is waiting)."""
         return 0.0 if self.joining_since is None else time.monotonic() - self.joining_since

@@ -239,7 +239,9 @@ class _Session:
             if self.runner.stopping:
                 continue
             if not self.assignments.holding:
-                self.work.stand_by(self.consumer)
+                # Not while a join waits: a long restore there would count against the join's limit.
+                if self.assignments.standing_by:
+                    self.work.stand_by(self.consumer)
                 continue
             # 3. Step, 4. one transaction for all it produced.
             started = time.perf_counter()
