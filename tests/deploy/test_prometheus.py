@@ -3,6 +3,7 @@ and every query of the dashboard and the alerts held to the metrics the worker e
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -12,7 +13,17 @@ import pytest
 
 from stream_dedup.ops.metrics import WorkerMetrics
 
-from .deployfiles import METRICS_PORT, PROMETHEUS, assert_ok, compose_workers, require_module, run, tool
+from .deployfiles import (
+    COMPOSE,
+    METRICS_PORT,
+    PROMETHEUS,
+    assert_ok,
+    compose_workers,
+    docker_compose,
+    require_module,
+    run,
+    tool,
+)
 
 yaml = require_module("yaml")
 
@@ -194,6 +205,20 @@ def test_prometheus_config_scrapes_both_compose_workers(compose_model: dict[str,
     assert len(workers) == 2
     assert targets == {f"{worker['hostname']}:{METRICS_PORT}" for worker in workers}
     assert config["rule_files"] == ["alerts.yml"]
+
+
+def test_prometheus_config_scrapes_every_role_of_the_sharded_profile_as_a_job_no_alert_watches() -> None:
+    result = run(docker_compose(), "-f", str(COMPOSE), "--profile", "sharded", "config", "--format", "json")
+    assert_ok(result)
+    services = json.loads(result.stdout)["services"]
+    roles = [service for service in services.values() if "sharded" in service.get("profiles", [])]
+    config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text(encoding="utf-8"))
+    (job,) = [job for job in config["scrape_configs"] if job["job_name"] == "stream-dedup-sharded"]
+    targets = {target for static in job["static_configs"] for target in static["targets"]}
+    assert len(roles) == 4
+    assert targets == {f"{role['hostname']}:{METRICS_PORT}" for role in roles}
+    rules = (PROMETHEUS / "alerts.yml").read_text(encoding="utf-8")
+    assert "stream-dedup-sharded" not in rules and "job=~" not in rules
 
 
 def test_prometheus_config_helper_loads_the_alert_rules(tmp_path: Path) -> None:
