@@ -43,6 +43,10 @@ class DetectorStats:
     #: Pairs as near, left to the estimate because a text could not be had.
     unsettled: int = 0
 
+    def pair_counts(self) -> tuple[int, int, int, int]:
+        """(candidates, verified, settled_by_text, unsettled): a batch reports the change of these over it."""
+        return self.candidates, self.verified, self.settled_by_text, self.unsettled
+
 
 class StoredDocuments(Protocol):
     """What every index tells about itself, and about its documents by sequence number."""

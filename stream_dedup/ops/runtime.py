@@ -12,7 +12,7 @@ from stream_dedup.ops.http import Health, OpsServer
 from stream_dedup.ops.logs import configure_logging
 from stream_dedup.ops.metrics import WorkerMetrics, observe_many
 from stream_dedup.ops.status import MetricsHistory, RecentDuplicates
-from stream_dedup.worker.events import BatchReport, Role, StepReport, WorkerEvents
+from stream_dedup.worker.events import BatchReport, ProbeCounts, Role, StepReport, WorkerEvents, latencies
 from stream_dedup.worker.settings import WorkerSettings
 
 log = logging.getLogger("stream_dedup.ops")
@@ -53,11 +53,15 @@ class MetricsEvents(WorkerEvents):
         m.batch_duration.observe(report.seconds)
         m.batch_documents.observe(report.records)
         observe_many(m.end_to_end_latency, report.latencies)
-        observe_many(m.candidates_per_document, report.candidates)
-        m.candidates.inc(report.candidate_pairs)
-        m.verified_candidates.inc(report.verified_pairs)
-        m.text_verifications.labels("settled").inc(report.settled_by_text)
-        m.text_verifications.labels("unsettled").inc(report.unsettled)
+        self._probes_found(
+            ProbeCounts(
+                report.candidates,
+                report.candidate_pairs,
+                report.verified_pairs,
+                report.settled_by_text,
+                report.unsettled,
+            )
+        )
         m.transactions.labels("committed").inc()
         m.last_commit.set(time.time())
         self._hot_skips = _count_increase(m.hot_bucket_skips, self._hot_skips, report.hot_bucket_skips)
@@ -123,11 +127,25 @@ class MetricsEvents(WorkerEvents):
         for reason, count in report.dead_letters.items():
             m.dead_letters.labels(reason).inc(count)
         m.batch_duration.observe(seconds)
+        m.batch_documents.observe(report.documents)
         m.transactions.labels("committed").inc()
-        m.last_commit.set(time.time())
+        now = time.time()
+        m.last_commit.set(now)
+        if report.timestamps_ms is not None:
+            observe_many(m.end_to_end_latency, latencies(report.timestamps_ms, now))
+        if report.probes is not None:
+            self._probes_found(report.probes)
         if report.indexed_documents is not None and report.index_bytes is not None:
             m.indexed_documents.set(report.indexed_documents)
             m.index_bytes.set(report.index_bytes)
+
+    def _probes_found(self, probes: ProbeCounts) -> None:
+        m = self.metrics
+        observe_many(m.candidates_per_document, probes.candidates)
+        m.candidates.inc(probes.candidate_pairs)
+        m.verified_candidates.inc(probes.verified_pairs)
+        m.text_verifications.labels("settled").inc(probes.settled_by_text)
+        m.text_verifications.labels("unsettled").inc(probes.unsettled)
 
     def merge_waited(self, seconds: float) -> None:
         self.metrics.merge_wait.set(seconds)

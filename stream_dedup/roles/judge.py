@@ -116,6 +116,7 @@ class Judge(RoleWork):
             len(verdicts),
             verdicts=Counter(verdict.verdict for verdict in verdicts),
             dead_letters=Counter(dead_letters),
+            timestamps_ms=np.array([source.timestamp for source in sources], dtype=np.int64),
         )
         return Outgoing(sends, offsets, report)
 

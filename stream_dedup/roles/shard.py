@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 from kafka import KafkaConsumer, TopicPartition
 from kafka.errors import OffsetOutOfRangeError
 
@@ -54,7 +56,7 @@ from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
 from stream_dedup.roles.sequenced_tail import SequencedTail
 from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
-from stream_dedup.worker.events import StepReport, WorkerEvents
+from stream_dedup.worker.events import ProbeCounts, StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
 
@@ -166,6 +168,9 @@ class Shard(RoleWork):
         answers: list[ShardAnswer] = []
         documents = replayed = 0
         end: int | None = None
+        stats = self.index.detector.stats
+        candidates: list[npt.NDArray[np.int64]] = []
+        counted = np.zeros(4, dtype=np.int64)
         for record in polled.get(self.partition, []):
             batch = self.assembly.add(record.offset, record.value)
             if batch is None:
@@ -175,6 +180,7 @@ class Shard(RoleWork):
             texts = self.texts if answering else None
             if texts is not None:
                 texts.expect(batch.entry.documents.sources)
+            before = stats.pair_counts()
             answer = self._index_batch(batch, texts)
             if not answering:
                 replayed += count
@@ -182,6 +188,8 @@ class Shard(RoleWork):
             if answer is not None:
                 answers.append(answer)
                 documents += count
+                candidates.append(self.index.detector.last_batch_candidates)
+                counted += np.subtract(stats.pair_counts(), before)
             end = batch.offset + 1
         self._note_replay(replayed)
         if end is None:
@@ -194,8 +202,20 @@ class Shard(RoleWork):
             Send(s.answers_topic, OutgoingRecord(key, value, []), s.shard_index)
             for value in encode_answers(record, self.digest)
         ]
+        pairs, verified, settled, unsettled = (int(n) for n in counted)
+        probes = ProbeCounts(
+            np.concatenate(candidates) if candidates else np.zeros(0, dtype=np.int64),
+            pairs,
+            verified,
+            settled,
+            unsettled,
+        )
         report = StepReport(
-            "shard", documents, indexed_documents=len(self.index), index_bytes=self.index.memory_bytes()
+            "shard",
+            documents,
+            indexed_documents=len(self.index),
+            index_bytes=self.index.memory_bytes(),
+            probes=probes,
         )
         return Outgoing(sends, {self.partition: end}, report)
 

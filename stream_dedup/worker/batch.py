@@ -113,7 +113,7 @@ def judge_batch(
         after[record.partition] = max(after.get(record.partition, 0), record.offset + 1)
 
     stats = detector.stats
-    before = (stats.candidates, stats.verified, stats.settled_by_text, stats.unsettled)
+    before = stats.pair_counts()
     outgoing: list[tuple[str, OutgoingRecord]] = []
     verdict_counts: Counter[str] = Counter()
     duplicates: list[PublishedDuplicate] = []

@@ -65,13 +65,28 @@ class BatchReport:
 
     @property
     def latencies(self) -> npt.NDArray[np.float64]:
-        """Seconds from each document's record timestamp to the commit; records without one are left out."""
-        stamps = self.timestamps_ms[self.timestamps_ms >= 0]
-        return self.committed_at - stamps / 1000.0
+        return latencies(self.timestamps_ms, self.committed_at)
 
     @property
     def records(self) -> int:
         return sum(self.verdicts.values()) + sum(self.dead_letters.values())
+
+
+def latencies(timestamps_ms: npt.NDArray[np.int64], committed_at: float) -> npt.NDArray[np.float64]:
+    """Seconds from each document's record timestamp to the commit; records without one (-1) are left out."""
+    stamps = timestamps_ms[timestamps_ms >= 0]
+    return committed_at - stamps / 1000.0
+
+
+@dataclass(frozen=True)
+class ProbeCounts:
+    """What a shard's probes found in a step, as one process's batch reports it (see :class:`BatchReport`)."""
+
+    candidates: npt.NDArray[np.int64]
+    candidate_pairs: int
+    verified_pairs: int
+    settled_by_text: int
+    unsettled: int
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,8 @@ class StepReport:
         verdicts: the judge's verdicts, by kind.
         dead_letters: the signer's dead letters, by reason.
         indexed_documents, index_bytes: a shard's index after the step.
+        timestamps_ms: the judge's: each judged document's record timestamp (end-to-end latency).
+        probes: a shard's: what its probes found in the batches it answered.
     """
 
     role: str
@@ -92,6 +109,8 @@ class StepReport:
     dead_letters: Counter[str] = field(default_factory=Counter)
     indexed_documents: int | None = None
     index_bytes: int | None = None
+    timestamps_ms: npt.NDArray[np.int64] | None = None
+    probes: ProbeCounts | None = None
 
 
 class WorkerEvents:

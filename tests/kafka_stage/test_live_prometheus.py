@@ -1,6 +1,7 @@
 """The dashboard and the alert rules against a live stage: a real Prometheus scrapes two workers,
 one active and one standby, while documents (some of them bad) keep flowing, and every panel's
-query and every alert's signal must parse and return series.
+query and every alert's signal must parse and return series. The same against a live sharded
+stage: a signer, two shards (one with a standby) and a judge.
 
 A panel or an alert on a metric the worker does not export, or exports only in some states,
 shows "No data" or never fires, and no syntax check notices. promtool's checks of the rule
@@ -31,7 +32,7 @@ yaml = require_module("yaml")  # tests.deploy.promql needs it too
 from tests.deploy.live import PrometheusServer, free_port, prometheus_binary, running_prometheus  # noqa: E402
 from tests.deploy.promql import ALERTS, Query, all_queries, load_alert_rules  # noqa: E402
 
-from .stage import Stage, WorkerProcess, document_messages, wait_until  # noqa: E402
+from .stage import Stage, WorkerProcess, document_messages, role_processes, wait_until  # noqa: E402
 from .test_worker import BAD_MESSAGES  # noqa: E402
 
 pytestmark = pytest.mark.kafka
@@ -161,38 +162,53 @@ def why_empty(prometheus: PrometheusServer, query: Query) -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def prometheus_watching(
+    stage: Stage,
+    targets: Sequence[str],
+    directory: Path,
+    binary: str,
+    observed: Callable[[PrometheusServer, Sequence[str]], bool],
+    what: str,
+) -> Iterator[PrometheusServer]:
+    """Documents flowing into ``stage`` and a Prometheus scraping ``targets``, once it has ``observed`` them."""
+    with (
+        documents_flowing(stage.bootstrap, stage.input_topic),
+        running_prometheus(targets, directory, binary=binary) as prometheus,
+    ):
+        prometheus.wait_for_targets_up(len(targets), timeout=60)
+        wait_until(lambda: observed(prometheus, targets), 90, f"Prometheus to see {what}")
+        yield prometheus
+
+
+def check_every_query_shows_something(prometheus: PrometheusServer) -> None:
+    """Every panel's query and alert's signal shows something, asked again for a few seconds if not: a rate
+    can still be 0/0 while scrapes catch up with the stage."""
+    queries = all_queries()
+    failures = {q: "not evaluated" for q in queries}
+    deadline = time.monotonic() + 10
+    while failures and time.monotonic() <= deadline:
+        failures = {q: why for q in failures if (why := why_empty(prometheus, q)) is not None}
+        time.sleep(0 if not failures else 1)
+    assert not failures, f"{len(failures)} of {len(queries)} queries show nothing:\n" + "\n".join(
+        f"- {q.name}: {why}\n    {q.expr}" for q, why in failures.items()
+    )
+
+
 def test_every_dashboard_query_and_alert_signal_returns_series_from_a_live_stage(
     live_stage: Stage, tmp_path: Path
 ) -> None:
     binary = prometheus_binary()  # before starting anything: skips, or fails under CI, if missing
     ports = [free_port() for _ in WORKERS]
     targets = [f"127.0.0.1:{port}" for port in ports]
-    with contextlib.ExitStack() as running:
-        running.enter_context(running_workers(live_stage, ports, tmp_path))
-        running.enter_context(documents_flowing(live_stage.bootstrap, live_stage.input_topic))
-        prometheus = running.enter_context(running_prometheus(targets, tmp_path, binary=binary))
-        prometheus.wait_for_targets_up(len(targets), timeout=30)
-        wait_until(
-            lambda: stage_observed(prometheus, targets),
-            60,
-            "Prometheus to see one active and one standby replica, documents, dead letters and snapshots",
-        )
-
-        # Asked again for a few seconds: a rate can still be 0/0 while scrapes catch up with the stage.
-        queries = all_queries()
-        failures = {q: "not evaluated" for q in queries}
-        deadline = time.monotonic() + 10
-        while True:
-            failures = {q: why for q in failures if (why := why_empty(prometheus, q)) is not None}
-            if not failures or time.monotonic() > deadline:
-                break
-            time.sleep(1)
-
+    observed = "one active and one standby replica, documents, dead letters and snapshots"
+    with (
+        running_workers(live_stage, ports, tmp_path),
+        prometheus_watching(live_stage, targets, tmp_path, binary, stage_observed, observed) as prometheus,
+    ):
+        check_every_query_shows_something(prometheus)
         groups = prometheus.rule_groups()
 
-    assert not failures, f"{len(failures)} of {len(queries)} queries show nothing:\n" + "\n".join(
-        f"- {q.name}: {why}\n    {q.expr}" for q, why in failures.items()
-    )
     # Loaded as written, and every rule evaluated without error (once a second since the start).
     expected_groups = {group["name"] for group in yaml.safe_load(ALERTS.read_text(encoding="utf-8"))["groups"]}
     assert {group["name"] for group in groups} == expected_groups
@@ -204,3 +220,38 @@ def test_every_dashboard_query_and_alert_signal_returns_series_from_a_live_stage
         if rule["health"] != "ok"
     ]
     assert not rule_problems, f"alert rules failing in Prometheus: {rule_problems}"
+
+
+#: The sharded stage's processes and their roles: shard 1 has a standby.
+ROLES: dict[str, dict[str, object]] = {
+    "signer-1": {"role": "signer"},
+    "shard-0": {"role": "shard", "shard_index": 0},
+    "shard-1": {"role": "shard", "shard_index": 1},
+    "shard-1b": {"role": "shard", "shard_index": 1},
+    "judge-1": {"role": "judge"},
+}
+
+
+def sharded_stage_observed(prometheus: PrometheusServer, targets: Sequence[str]) -> bool:
+    """Every role scraped, shard 1's standby standing by, verdicts and dead letters flowing, each shard snapshotted."""
+    roles = roles_by_instance(prometheus)
+    return (
+        set(roles) == set(targets)
+        and sorted(roles.values()) == ["active"] * 4 + ["standby"]
+        and has_series(prometheus, 'sum(rate(stream_dedup_documents_total{job="stream-dedup"}[1m])) > 0')
+        and has_series(prometheus, 'sum(rate(stream_dedup_dead_letters_total{job="stream-dedup"}[1m])) > 0')
+        and has_series(prometheus, 'count(stream_dedup_snapshot_duration_seconds_count{job="stream-dedup"} > 0) >= 2')
+    )
+
+
+def test_every_dashboard_query_and_alert_signal_returns_series_from_a_live_sharded_stage(
+    live_stage: Stage, tmp_path: Path
+) -> None:
+    binary = prometheus_binary()
+    ports = {name: free_port() for name in ROLES}
+    targets = [f"127.0.0.1:{port}" for port in ports.values()]
+    own = {name: {**settings, "metrics_port": ports[name]} for name, settings in ROLES.items()}
+    role_processes(live_stage, tmp_path, own, shards=2, index_slots=6)
+    observed = "every role, a standby, verdicts, dead letters and the shards' snapshots"
+    with prometheus_watching(live_stage, targets, tmp_path, binary, sharded_stage_observed, observed) as prometheus:
+        check_every_query_shows_something(prometheus)

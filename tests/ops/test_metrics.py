@@ -2,6 +2,7 @@
 
 import math
 import re
+import time
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.ops.http import Health
 from stream_dedup.ops.metrics import DEAD_LETTER_REASONS, ROLES, WorkerMetrics, observe_many
 from stream_dedup.ops.runtime import MetricsEvents
+from stream_dedup.worker.events import ProbeCounts, StepReport
 
 # attribute, exposed name, type, label names: the contract with the dashboard and alert rules.
 CONTRACT = [
@@ -281,3 +283,31 @@ def test_buffered_records_are_what_the_last_poll_left_and_none_after_a_rebalance
     assert sample(metrics, "stream_dedup_refetched_records_total") == 65
     events.partitions_assigned(0)
     assert sample(metrics, "stream_dedup_buffered_records") == 0
+
+
+def test_role_steps_fill_the_latency_batch_and_candidate_series_as_one_process_batches_do() -> None:
+    metrics = WorkerMetrics()
+    events = MetricsEvents(metrics, Health())
+    now_ms = int(time.time() * 1000)
+    events.step_committed(StepReport("signer", 40), 0.1)
+    events.step_committed(
+        StepReport(
+            "shard",
+            3,
+            indexed_documents=2,
+            index_bytes=700,
+            probes=ProbeCounts(np.array([0, 2, 1]), 3, verified_pairs=2, settled_by_text=1, unsettled=0),
+        ),
+        0.1,
+    )
+    events.step_committed(StepReport("judge", 2, timestamps_ms=np.array([now_ms - 2000, -1])), 0.1)
+    assert sample(metrics, "stream_dedup_batch_documents_count") == 3
+    assert sample(metrics, "stream_dedup_batch_documents_sum") == 45
+    assert sample(metrics, "stream_dedup_candidates_per_document_count") == 3
+    assert sample(metrics, "stream_dedup_candidates_per_document_sum") == 3
+    assert sample(metrics, "stream_dedup_candidates_total") == 3
+    assert sample(metrics, "stream_dedup_verified_candidates_total") == 2
+    assert sample(metrics, "stream_dedup_text_verifications_total", outcome="settled") == 1
+    # The record without a timestamp is left out; the other waited about 2 s.
+    assert sample(metrics, "stream_dedup_end_to_end_latency_seconds_count") == 1
+    assert 2.0 <= (sample(metrics, "stream_dedup_end_to_end_latency_seconds_sum") or 0) < 10.0
