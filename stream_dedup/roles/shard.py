@@ -202,21 +202,10 @@ class Shard(RoleWork):
             Send(s.answers_topic, OutgoingRecord(key, value, []), s.shard_index)
             for value in encode_answers(record, self.digest)
         ]
-        pairs, verified, settled, unsettled = (int(n) for n in counted)
-        probes = ProbeCounts(
-            np.concatenate(candidates) if candidates else np.zeros(0, dtype=np.int64),
-            pairs,
-            verified,
-            settled,
-            unsettled,
-        )
-        report = StepReport(
-            "shard",
-            documents,
-            indexed_documents=len(self.index),
-            index_bytes=self.index.memory_bytes(),
-            probes=probes,
-        )
+        found = np.concatenate(candidates) if candidates else np.zeros(0, dtype=np.int64)
+        probes = ProbeCounts(found, *(int(n) for n in counted))
+        indexed, size = len(self.index), self.index.memory_bytes()
+        report = StepReport("shard", documents, indexed_documents=indexed, index_bytes=size, probes=probes)
         return Outgoing(sends, {self.partition: end}, report)
 
     def _index_batch(self, batch: SequencedBatch, texts: RecordTexts | None) -> ShardAnswer | None:

@@ -1,15 +1,28 @@
-"""A standby's reader of the sequenced topic on the real broker: never past its limit, never over a gap."""
+"""A standby's reading of the sequenced topic on the real broker: never past its limit, never over a gap."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
+from pathlib import Path
 
+import numpy as np
 import pytest
-from kafka import KafkaProducer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import OffsetOutOfRangeError
+from kafka.structs import OffsetAndMetadata
 
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import make_detector
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.lsh import IndexedBatch
 from stream_dedup.roles.sequenced_tail import SequencedTail
+from stream_dedup.roles.shard import Shard
+from stream_dedup.worker.events import WorkerEvents
+from stream_dedup.worker.snapshot_store import SnapshotStore
+from tests.corpus import make_corpus
 
 from .stage import Stage
 
@@ -73,3 +86,45 @@ def test_a_position_deleted_by_retention_raises_instead_of_skipping_records(
             read_all(tail, end=5)
     finally:
         tail.close()
+
+
+def test_a_standby_shard_that_retention_overtook_says_so_and_rebuilds_from_what_is_left(
+    stage: Stage, topic_factory: Callable[..., str], tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = topic_factory(partitions=1)
+    config = DetectionConfig()
+    # Three batches of ten documents, one sequenced record each (offsets 0, 1, 2).
+    producer = KafkaProducer(bootstrap_servers=stage.bootstrap)
+    for number in range(3):
+        texts = make_corpus(10, seed=number)
+        documents = IndexedBatch(
+            [f"b{number}-{i}" for i in range(10)],
+            make_detector(config).sign(texts),
+            np.zeros(10),
+            np.arange(10, dtype=np.uint64),
+        )
+        (value,) = encode_entry(ChangelogEntry(documents, stage.input_topic, {0: 10}), config.signature_fingerprint())
+        producer.send(topic, value=value, partition=0)
+    producer.flush()
+    producer.close()
+    settings = stage.settings("shard-standby", role="shard", sequenced_topic=topic)
+    shard = Shard(settings, SnapshotStore(tmp_path, 2), WorkerEvents())
+    group = KafkaConsumer(bootstrap_servers=stage.bootstrap, group_id=settings.role_group_id, enable_auto_commit=False)
+    try:
+        shard.stand_by(group)  # nothing committed yet: an empty index, nothing to tail
+        assert (len(shard.index), shard.covered) == (0, 0)
+        # The active replica answered everything; then retention deleted the first batch, still unread here.
+        group.commit({TopicPartition(topic, 0): OffsetAndMetadata(3, "", -1)})
+        admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
+        admin.delete_records({TopicPartition(topic, 0): 1})
+        admin.close()
+        time.sleep(1.1)  # the standby asks the committed offset again once a second
+        deadline = time.monotonic() + 30
+        while shard.covered != 3 and time.monotonic() < deadline:
+            with caplog.at_level(logging.WARNING):
+                shard.stand_by(group)
+    finally:
+        shard.close()
+        group.close()
+    assert any("deleted by retention" in record.getMessage() for record in caplog.records)
+    assert shard.covered == 3 and len(shard.index) == 20, "rebuilt from the first offset left, not silently skipped"
