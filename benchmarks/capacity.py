@@ -14,6 +14,8 @@ documents (200,000; 20,000 with ``--quick``) already went through:
   ``RecordTexts`` handed every batch's records, with a budget that holds them all: the
   CPU of keeping, decompressing, reading and comparing them, not of fetching them
   (a shard's reading of the input is measured on the broker, below).
+* a SimHash shard (``method = "simhash"``, shard 0 of 1): docs/s and bytes per stored
+  document, the figures the model sizes that method's shards by. Anchor: shard 0 of 1.
 * judge: ``merge_answers`` of two shards' answers and the verdict JSON of every
   document. Anchor: the verdict JSON alone, which the single process writes too.
 * bytes per document of the sequenced and answer records. Anchor: the input record.
@@ -27,7 +29,9 @@ settle pairs by text: each batch's span of each of 3 partitions in one read
 has such a pair, so every shard reads the whole input again.
 
 The model then projects, from these figures, the shards, signers and judge a target of
-docs/s and indexed documents needs, and names the first bottleneck.
+docs/s and indexed documents needs, and names the first bottleneck. A judge that forwards
+unique documents (``unique_topic``) reads the input again as a shard does: its cores are
+given with and without that.
 
     python benchmarks/capacity.py [--quick] [--indexed N] [--bootstrap HOST:PORT] [--no-broker]
 """
@@ -54,7 +58,7 @@ from kafka_stage import (
 )
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Detector, ShardAnswer, ShardDetector, merge_answers, sequence_keys
+from stream_dedup.engine import Detector, ShardAnswer, ShardDetector, make_detector, merge_answers, sequence_keys
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection
@@ -71,6 +75,7 @@ from stream_dedup.lsh import IndexedBatch
 from stream_dedup.worker.signing import read_and_sign
 
 CONFIG = DetectionConfig(index_slots=12)
+SIMHASH = DetectionConfig(method="simhash", index_slots=12)
 BATCH = 1_000
 SHARD_COUNTS = (1, 2, 4)
 READER_COUNTS = (1, 2, 4)
@@ -103,10 +108,10 @@ def median(rates: Sequence[float]) -> float:
     return sorted(rates)[len(rates) // 2]
 
 
-def sign(records: Sequence[_Record]) -> Signed:
+def sign(records: Sequence[_Record], config: DetectionConfig = CONFIG) -> Signed:
     """What a signer does to ``records``, batch by batch: read, sign, encode; and each batch's docs/s."""
-    detector = Detector(CONFIG)
-    digest = CONFIG.signature_fingerprint()
+    detector = make_detector(config)
+    digest = config.signature_fingerprint()
     batches, values, rates = [], [], []
     for start in range(0, len(records), BATCH):
         with stopwatch() as t:
@@ -164,6 +169,18 @@ class Contenders:
                 rates[f"shard {n}"].append(len(batch.ids) / t[0])
         self.texts["second"].keep(records)
         return [answers[2], self.second.answer(batch, keys, self.texts["second"])]
+
+
+def simhash_shard(records: Sequence[_Record], warm: int) -> tuple[float, float]:
+    """Shard 0 of 1 of method simhash over ``records``: docs/s over the batches after ``warm``, bytes per doc."""
+    shard = ShardDetector(SIMHASH, 0, 1)
+    rates = []
+    for offset, batch in enumerate(sign(records, SIMHASH).batches):
+        with stopwatch() as t:
+            shard.answer(batch, sequence_keys(offset, len(batch.ids)))
+        if offset >= warm:
+            rates.append(len(batch.ids) / t[0])
+    return median(rates), shard.memory_bytes() / len(shard)
 
 
 def judge_rate(batches: list[IndexedBatch], warm: int, answers: list[list[ShardAnswer]]) -> tuple[float, float]:
@@ -277,31 +294,38 @@ def span_read_rate(bootstrap: str, records: Sequence[_Record]) -> float:
 def model_lines(figures: dict[str, float]) -> list[str]:
     """Projections: for each target, what the stage needs and what runs out first."""
     lines = [
-        "target docs/s, indexed  | shards (64 GiB each) | signer cores | cores per shard (of it re-reading texts) | "
-        "judge cores | sequenced in, out (MB/s) | input re-read per shard (MB/s) | first bottleneck",
+        "target docs/s, indexed  | shards (64 GiB each; simhash) | signer cores | cores per shard "
+        "(of it re-reading texts) | judge cores (forwarding unique) | sequenced in, out (MB/s) | "
+        "input re-read per shard (MB/s) | first bottleneck",
     ]
     for rate in (10_000, 100_000):
         for indexed in (100_000_000, 1_000_000_000):
-            memory = indexed * figures["shard_bytes"]
-            shards = max(1, math.ceil(memory / (64 * GIB)))
+            shards = max(1, math.ceil(indexed * figures["shard_bytes"] / (64 * GIB)))
+            simhash_shards = max(1, math.ceil(indexed * figures["simhash_bytes"] / (64 * GIB)))
             # A stream dense near the threshold: every batch has a pair to settle by text, so every
-            # shard also reads each batch's input records again.
+            # shard also reads each batch's input records again; so does a judge forwarding unique ones.
             rereading = rate / figures["span_rate"]
             per_shard = rate / figures["shard_rate"] + rereading
+            judge = rate / figures["judge_rate"]
             sequenced = rate * figures["sequenced_bytes"] / 1e6
             fan = (shards + 1) * sequenced
             limits = {
                 "one shard's probe rate (every shard probes every document)": per_shard,
-                "the judge": rate / figures["judge_rate"],
+                "the judge": judge,
                 "the sequenced partition's fan-out (as measured here)": fan / figures["fanout_mb"],
             }
             worst = max(limits, key=lambda name: limits[name])
             bottleneck = worst if limits[worst] > 1 else "none (all below one core or one reader set)"
             lines.append(
-                f"{rate:>7,} {indexed:>13,} | {shards:>4} | {math.ceil(rate / figures['signer_rate']):>4} | "
-                f"{per_shard:5.2f} ({rereading:4.2f}) | {rate / figures['judge_rate']:5.2f} | "
-                f"{sequenced:6.1f}, {fan:7.1f} | {rate * figures['input_bytes'] / 1e6:6.1f} | {bottleneck}"
+                f"{rate:>7,} {indexed:>13,} | {shards:>4}; {simhash_shards:>3} | "
+                f"{math.ceil(rate / figures['signer_rate']):>4} | {per_shard:5.2f} ({rereading:4.2f}) | "
+                f"{judge:5.2f} ({judge + rereading:5.2f}) | {sequenced:6.1f}, {fan:7.1f} | "
+                f"{rate * figures['input_bytes'] / 1e6:6.1f} | {bottleneck}"
             )
+    lines.append(
+        f"simhash: {figures['simhash_bytes']:.0f} bytes per stored doc; a shard of it probes "
+        f"{figures['simhash_rate']:,.0f} docs/s, {10_000 / figures['simhash_rate']:.2f} cores at 10k docs/s"
+    )
     return lines
 
 
@@ -361,6 +385,18 @@ def main() -> None:
         )
         figures["shard_rate"] = min(figures.get("shard_rate", rate), rate)
         figures["shard_bytes"] = max(figures.get("shard_bytes", per_doc), per_doc)
+    figures["simhash_rate"], figures["simhash_bytes"] = simhash_shard(records, warm)
+    one_shard = median(contenders.rates["shard 1"])
+    rows.append(Row("simhash shard 0 of 1: docs/s", figures["simhash_rate"], "shard 0 of 1", one_shard))
+    rows.append(
+        Row(
+            "simhash shard 0 of 1: bytes per stored doc",
+            figures["simhash_bytes"],
+            "shard 0 of 1",
+            contenders.shards[1].memory_bytes() / len(contenders.shards[1]),
+            lower_is_better=True,
+        )
+    )
     judged, encoding = judge_rate(signed.batches, warm, contenders.answers)
     figures["judge_rate"] = judged
     rows.append(Row("judge: docs/s (merge 2 shards, verdict JSON)", judged, "verdict JSON alone", encoding))

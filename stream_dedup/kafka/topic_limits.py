@@ -1,4 +1,4 @@
-"""What the topics the stage writes to accept: their ``max.message.bytes``, read from the brokers."""
+"""What topics accept and keep, read from the brokers: ``max.message.bytes``, retention, cleanup policy."""
 
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
@@ -10,25 +10,41 @@ from stream_dedup.kafka.record_fit import BROKER_DEFAULT_MAX_MESSAGE_BYTES, MIN_
 _MAX_MESSAGE_BYTES = "max.message.bytes"
 
 
+def topic_configs(connection: KafkaConnection, topics: list[str], names: list[str]) -> dict[str, dict[str, str]]:
+    """The effective value of each of ``names`` for each of ``topics`` (which must exist).
+
+    Effective: a topic without its own value has the broker's default (for
+    example ``log.retention.ms``), which is what the topic then does.
+    """
+    admin = KafkaAdminClient(**connection.options())
+    try:
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, topic, configs=names) for topic in topics],
+            config_filter="all",
+        )
+    finally:
+        admin.close()
+    configs = described.get("topic", {})
+    return {
+        topic: {
+            name: str(entry["value"])
+            for name, entry in configs.get(topic, {}).items()
+            if name in names and entry.get("value") is not None
+        }
+        for topic in topics
+    }
+
+
 def size_limits(connection: KafkaConnection, topics: list[str]) -> dict[str, SizeLimit]:
     """The size limit of each of ``topics`` (which must exist), with the producer's ``max_request_size``.
 
     Raises :class:`TopicConfigError` for a topic whose ``max.message.bytes``
     leaves no room for a dead letter's headers: no record could be made to fit.
     """
-    admin = KafkaAdminClient(**connection.options())
-    try:
-        described = admin.describe_configs(
-            [ConfigResource(ConfigResourceType.TOPIC, topic, configs=[_MAX_MESSAGE_BYTES]) for topic in topics],
-            config_filter="all",
-        )
-    finally:
-        admin.close()
-    configs = described.get("topic", {})
+    configs = topic_configs(connection, topics, [_MAX_MESSAGE_BYTES])
     limits = {}
     for topic in topics:
-        entry = configs.get(topic, {}).get(_MAX_MESSAGE_BYTES) or {}
-        message_bytes = int(entry.get("value") or BROKER_DEFAULT_MAX_MESSAGE_BYTES)
+        message_bytes = int(configs[topic].get(_MAX_MESSAGE_BYTES) or BROKER_DEFAULT_MAX_MESSAGE_BYTES)
         if message_bytes < MIN_MESSAGE_BYTES:
             raise TopicConfigError(
                 f"topic {topic!r} has max.message.bytes={message_bytes}; the stage needs at least "

@@ -3,7 +3,7 @@
 from stream_dedup.errors import ConfigError, TopicConfigError
 from stream_dedup.kafka.clients import TopicSpec, ensure_topics
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.topics import changelog_configs
+from stream_dedup.worker.topics import changelog_configs, check_history_retention
 
 
 def ensure_role_topics(settings: WorkerSettings) -> None:
@@ -34,6 +34,7 @@ def ensure_role_topics(settings: WorkerSettings) -> None:
             f"sequenced_topic {s.sequenced_topic!r} has {counts[s.sequenced_topic]} partitions; it must have one "
             "(its order is the order of the whole stage): point sequenced_topic at a new topic"
         )
+    check_history_retention(s, s.sequenced_topic, "sequenced_topic")
     if counts[s.answers_topic] != s.shards:
         raise ConfigError(
             "shards",

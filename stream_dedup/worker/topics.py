@@ -1,7 +1,8 @@
 """The topics of the stage, created at start-up when missing, and how the changelog is configured."""
 
+from stream_dedup.errors import TopicConfigError
 from stream_dedup.kafka.clients import TopicSpec, ensure_topics
-from stream_dedup.kafka.topic_limits import size_limits
+from stream_dedup.kafka.topic_limits import size_limits, topic_configs
 from stream_dedup.worker.batch import Destinations
 from stream_dedup.worker.settings import WorkerSettings
 
@@ -28,6 +29,7 @@ def ensure_stage_topics(settings: WorkerSettings) -> None:
         # One partition: the changelog is one ordered history of the index.
         + [TopicSpec(s.changelog_topic, 1, changelog_configs(s))],
     )
+    check_history_retention(s, s.changelog_topic, "changelog_topic")
 
 
 def stage_destinations(settings: WorkerSettings) -> Destinations:
@@ -52,19 +54,71 @@ def changelog_configs(settings: WorkerSettings) -> dict[str, str]:
     know before it reads them: they are counted at their largest
     (``max_document_bytes`` shingles a document), since a changelog that
     drops what the index still holds would restore a smaller index, and
-    verdicts that differ from the uninterrupted run's.
+    verdicts that differ from the uninterrupted run's. A limit the index does
+    not have is ``-1`` on the topic too, not left to the broker's default
+    (``log.retention.ms`` and ``log.retention.bytes`` may be set).
+    """
+    configs = {"cleanup.policy": "delete", "max.message.bytes": str(CHANGELOG_MAX_MESSAGE_BYTES)}
+    least = _least_retention(settings)
+    configs["retention.ms"] = str(2 * least["retention.ms"]) if least["retention.ms"] >= 0 else "-1"
+    if least["retention.bytes"] >= 0:
+        per_document = 0
+        if settings.detection.verification == "exact":
+            per_document = _SHINGLE_BYTES * settings.max_document_bytes
+        kept = least["retention.bytes"] + (settings.detection.max_documents or 0) * per_document
+        configs["retention.bytes"] = str(2 * kept)
+    else:
+        configs["retention.bytes"] = "-1"
+    return configs
+
+
+def check_history_retention(settings: WorkerSettings, topic: str, setting: str) -> None:
+    """Refuse to start on a history topic (changelog or sequenced) that deletes what the index still holds.
+
+    The stage creates these topics with :func:`changelog_configs`; one made by
+    hand, or by a tool that left the broker's defaults (often 7 days), may
+    keep less. A restore from it would rebuild a smaller index without any
+    error, and verdicts would differ from an uninterrupted run's: so start-up
+    stops with :class:`TopicConfigError`, naming the topic, what it keeps,
+    what it must keep, and the command that fixes it. Only a topic certain to
+    lose documents is refused: the floor is what the index holds once, not
+    the twice-over the stage itself creates.
+    """
+    least = _least_retention(settings)
+    names = ["cleanup.policy", *least]
+    configs = topic_configs(settings.connection(), [topic], names)[topic]
+    problems = []
+    policy = configs.get("cleanup.policy", "delete")
+    if "delete" not in policy or "compact" in policy:
+        problems.append(f"cleanup.policy={policy} (it must be delete: compaction drops records by key)")
+    for name, floor in least.items():
+        kept = int(configs.get(name, "-1"))
+        if kept >= 0 and (floor < 0 or kept < floor):
+            needed = "-1 (the index has no such limit)" if floor < 0 else f"at least {floor}"
+            problems.append(f"{name}={kept} (it must be {needed})")
+    if problems:
+        fix = ",".join(f"{name}={value}" for name, value in changelog_configs(settings).items() if name in names)
+        raise TopicConfigError(
+            f"{setting} {topic!r} would delete documents the index still holds: {'; '.join(problems)}. "
+            "A restore from it would rebuild a smaller index and give other verdicts. Fix the topic with "
+            f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config {fix}, "
+            f"or point {setting} at a new topic (the stage creates it)"
+        )
+
+
+def _least_retention(settings: WorkerSettings) -> dict[str, int]:
+    """What a history topic must keep to hold the index once: ``retention.ms`` and ``retention.bytes``, -1 for all.
+
+    The bytes count each document's sketch, band keys, and about 72 bytes of
+    event time, source and id; not the shingle sets of exact verification,
+    whose size is known only once read.
     """
     retention = settings.detection.retention()
-    configs = {"cleanup.policy": "delete", "max.message.bytes": str(CHANGELOG_MAX_MESSAGE_BYTES)}
-    if retention.max_age_seconds is not None:
-        configs["retention.ms"] = str(int(retention.max_age_seconds * 2000))
-    else:
-        configs["retention.ms"] = "-1"
+    least_ms = -1 if retention.max_age_seconds is None else int(retention.max_age_seconds * 1000)
+    least_bytes = -1
     if retention.max_documents is not None:
         detection = settings.detection
         keys = 4 * (detection.banding().bands + 1)
         per_document = detection.sketch_bits // 8 + keys + _CHANGELOG_BYTES_BESIDES_SKETCH
-        if detection.verification == "exact":
-            per_document += _SHINGLE_BYTES * settings.max_document_bytes
-        configs["retention.bytes"] = str(2 * retention.max_documents * per_document)
-    return configs
+        least_bytes = retention.max_documents * per_document
+    return {"retention.ms": least_ms, "retention.bytes": least_bytes}

@@ -13,15 +13,17 @@ from tests.corpus import make_corpus
 
 
 def test_an_index_without_retention_keeps_its_whole_changelog() -> None:
+    """Both limits said, not left to the broker's log.retention.* defaults."""
     configs = changelog_configs(WorkerSettings())
     assert configs["cleanup.policy"] == "delete"
     assert configs["retention.ms"] == "-1"
-    assert "retention.bytes" not in configs
+    assert configs["retention.bytes"] == "-1"
 
 
 def test_age_retention_keeps_the_changelog_twice_as_long() -> None:
     configs = changelog_configs(WorkerSettings(detection=DetectionConfig(max_age_seconds=3600)))
     assert configs["retention.ms"] == str(2 * 3600 * 1000)
+    assert configs["retention.bytes"] == "-1", "no count limit: however many documents an hour brings"
 
 
 @pytest.mark.parametrize(("id_bytes", "times"), [(40, 2), (200, 1)])
