@@ -312,6 +312,7 @@ def model_lines(figures: dict[str, float]) -> list[str]:
             limits = {
                 "one shard's probe rate (every shard probes every document)": per_shard,
                 "the judge": judge,
+                "the judge, if it forwards unique documents": judge + rereading,
                 "the sequenced partition's fan-out (as measured here)": fan / figures["fanout_mb"],
             }
             worst = max(limits, key=lambda name: limits[name])
