@@ -60,7 +60,11 @@ _CONTAINMENT_ONLY = (
 #: Bytes per document the Hamming index's tables may take when ``max_hamming`` allows (see ``hamming_layout``).
 _TABLE_BYTES = 32
 #: Signature parameters an index made before they existed does not name, with the value it had.
-IMPLIED_SIGNATURE_PARAMETERS: dict[str, object] = {"method": "minhash", "ignore_invisible": False}
+IMPLIED_SIGNATURE_PARAMETERS: dict[str, object] = {
+    "method": "minhash",
+    "ignore_invisible": False,
+    "fold_lookalikes": False,
+}
 #: Signature parameters that, when they differ, make every other differ too: named first when they do.
 LEADING_SIGNATURE_PARAMETERS = ("method", "containment_partitions_per_doubling")
 #: Index size the Hamming table layout is chosen for when retention sets no ``max_documents``.
@@ -99,6 +103,12 @@ class DetectionConfig:
             shingling (default on): unseen by readers, they would otherwise
             make a copy look new. Indexes made before the setting existed kept
             them; run those with it off.
+        fold_lookalikes: fold letters of other scripts that look like a
+            Latin letter (the Cyrillic letters a, e, o, p, c, the Greek
+            omicron and nu...) to it before shingling (default off): a copy
+            disguised by such letters then shingles as the original. One
+            letter per script and target, so text of one script alone keeps
+            its similarities exactly (:mod:`stream_dedup.text.lookalikes`).
         bands, rows_per_band: the LSH banding; both or neither. By default
             chosen from ``threshold`` and ``num_perm`` for ``min_recall``.
         min_recall: candidate probability required at the threshold.
@@ -153,6 +163,7 @@ class DetectionConfig:
     shingle_size: int = 5
     strip_punctuation: bool = False
     ignore_invisible: bool = True
+    fold_lookalikes: bool = False
     bands: int | None = None
     rows_per_band: int | None = None
     min_recall: float = 0.99
@@ -258,7 +269,9 @@ class DetectionConfig:
 
     def shingling(self) -> Shingling:
         """How these settings make a document's shingles, for every method."""
-        return Shingling(self.shingle_unit, self.shingle_size, self.strip_punctuation, self.ignore_invisible)
+        return Shingling(
+            self.shingle_unit, self.shingle_size, self.strip_punctuation, self.ignore_invisible, self.fold_lookalikes
+        )
 
     @property
     def uses_minhash(self) -> bool:
@@ -330,6 +343,8 @@ class DetectionConfig:
         }
         if self.ignore_invisible:  # named only when on, so that indexes made before it keep their fingerprint
             parameters["ignore_invisible"] = True
+        if self.fold_lookalikes:  # likewise: indexes made before it, or with it off, keep their fingerprint
+            parameters["fold_lookalikes"] = True
         if self.method != "minhash":
             parameters["method"] = self.method
         if self.containment_threshold is not None:
@@ -367,6 +382,8 @@ class DetectionConfig:
             settings.pop("index_slots", None)
         if not self.ignore_invisible:  # the text as it was read before the setting existed: likewise
             del settings["ignore_invisible"]
+        if not self.fold_lookalikes:
+            del settings["fold_lookalikes"]
         return _fingerprint({**settings, **self.signature_parameters()})
 
     def signature_fingerprint(self) -> str:

@@ -60,9 +60,7 @@ def run(args: argparse.Namespace) -> int:
         rejects_file: TextIO | None = None
         # The texts of pairs too near the threshold for the sketch (see engine.text_verification).
         spool = stack.enter_context(TextSpool()) if config.settles_with_texts else None
-        records = read_records(
-            _lines(source), args.id_field, args.text_field, config.strip_punctuation, config.ignore_invisible
-        )
+        records = read_records(_lines(source), args.id_field, args.text_field, config.shingling().folding)
         for batch, bad in _batches(records):
             for reject in bad:
                 if rejects_file is None:

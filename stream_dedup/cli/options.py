@@ -90,6 +90,13 @@ def add_detection_options(parser: argparse.ArgumentParser) -> None:
         "selectors, tags) before shingling (default on; off for indexes made before the setting existed)",
     )
     group.add_argument(
+        "--fold-lookalikes",
+        action=argparse.BooleanOptionalAction,
+        default=defaults.fold_lookalikes,
+        help="fold letters of other scripts that look like Latin ones (Cyrillic a, e, o, p, c; Greek omicron...) "
+        "to them before shingling, so that copies disguised by them are found (default off)",
+    )
+    group.add_argument(
         "--scheme",
         choices=("oph", "classic"),
         default=defaults.scheme,

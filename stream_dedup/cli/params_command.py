@@ -87,13 +87,7 @@ def _print_hamming_layout(config: DetectionConfig) -> None:
 def _sample_accuracy(path: str, limit: int, config: DetectionConfig) -> list[str]:
     """Print the method's precision and recall on the sample against exact Jaccard; return its texts."""
     with open(path, encoding=INPUT_ENCODING, errors="surrogateescape") as source:
-        records = [
-            r
-            for r in read_records(
-                source, strip_punctuation=config.strip_punctuation, ignore_invisible=config.ignore_invisible
-            )
-            if isinstance(r, Record)
-        ]
+        records = [r for r in read_records(source, folding=config.shingling().folding) if isinstance(r, Record)]
     texts = [r.text for r in records[:limit]]
     result = measure(texts, config)
     t = config.threshold

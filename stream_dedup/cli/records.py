@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from stream_dedup.engine.documents import Refusal, read_json_document
+from stream_dedup.text.normalize import DEFAULT_FOLDING, Folding
 
 #: How input files are decoded: UTF-8, a byte order mark at the very start of the file skipped (Notepad and
 #: PowerShell write one); anywhere else it is part of its line, which is then not JSON (RFC 8259 forbids it).
@@ -39,21 +40,18 @@ def read_records(
     lines: Iterable[str],
     id_field: str = "id",
     text_field: str = "text",
-    strip_punctuation: bool = False,
-    ignore_invisible: bool = True,
+    folding: Folding = DEFAULT_FOLDING,
 ) -> Iterator[Record | Reject]:
     """Parse JSON lines (numbered from 1); blank lines are skipped."""
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\n")
         if not line.strip():
             continue
-        yield _parse(number, line, id_field, text_field, strip_punctuation, ignore_invisible)
+        yield _parse(number, line, id_field, text_field, folding)
 
 
-def _parse(
-    number: int, line: str, id_field: str, text_field: str, strip_punctuation: bool, ignore_invisible: bool
-) -> Record | Reject:
-    fields = read_json_document(line, id_field, text_field, strip_punctuation, ignore_invisible=ignore_invisible)
+def _parse(number: int, line: str, id_field: str, text_field: str, folding: Folding) -> Record | Reject:
+    fields = read_json_document(line, id_field, text_field, folding)
     if isinstance(fields, Refusal):
         return Reject(number, fields.detail, line)
     if fields.id is None:

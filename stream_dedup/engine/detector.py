@@ -145,7 +145,7 @@ class Detector(DuplicateDetector):
         changelog stores so that a restore need not re-shingle anything.
         """
         if not normalized:
-            texts = fold_all(texts, self.config.strip_punctuation, self.config.ignore_invisible)
+            texts = fold_all(texts, self.config.shingling().folding)
         bits = np.empty((len(texts), self.config.sketch_bits // 8), dtype=np.uint8)
         band_signatures = np.empty((len(texts), self.config.num_perm), dtype=np.uint32)
         fingerprints = np.empty(len(texts), dtype=np.uint64) if self.simhasher is not None else None

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from stream_dedup.text import normalize
+from stream_dedup.text import DEFAULT_FOLDING, Folding, normalize
 
 #: Every reason a document can be refused for.
 REASONS = (
@@ -88,10 +88,8 @@ def read_json_document(
     line: str,
     id_field: str = "id",
     text_field: str = "text",
-    strip_punctuation: bool = False,
+    folding: Folding = DEFAULT_FOLDING,
     max_id_bytes: int = DEFAULT_MAX_ID_BYTES,
-    *,
-    ignore_invisible: bool = True,
 ) -> DocumentFields | Refusal:
     """Parse a JSON object and check its id and text fields.
 
@@ -102,13 +100,13 @@ def read_json_document(
     no other reason applies).
     """
     try:
-        return _read_json_document(line, id_field, text_field, strip_punctuation, max_id_bytes, ignore_invisible)
+        return _read_json_document(line, id_field, text_field, folding, max_id_bytes)
     except Exception as error:
         return internal_error(error)
 
 
 def _read_json_document(
-    line: str, id_field: str, text_field: str, strip_punctuation: bool, max_id_bytes: int, ignore_invisible: bool
+    line: str, id_field: str, text_field: str, folding: Folding, max_id_bytes: int
 ) -> DocumentFields | Refusal:
     if not _is_utf8(line):
         return Refusal("invalid_utf8", "not valid UTF-8")
@@ -148,24 +146,20 @@ def _read_json_document(
     text = value[text_field]
     if not isinstance(text, str):
         return Refusal("invalid_text", f"field {text_field!r} must be a string, got {type(text).__name__}")
-    return read_text_document(
-        text, strip_punctuation, f"field {text_field!r}", doc_id, ignore_invisible=ignore_invisible
-    )
+    return read_text_document(text, folding, f"field {text_field!r}", doc_id)
 
 
 def read_text_document(
     text: str,
-    strip_punctuation: bool = False,
+    folding: Folding = DEFAULT_FOLDING,
     what: str = "the text",
     doc_id: str | None = None,
-    *,
-    ignore_invisible: bool = True,
 ) -> DocumentFields | Refusal:
     """Check and normalise a plain text (``what`` names it in refusals); never raises."""
     if not _is_utf8(text):
         return Refusal("invalid_text", f"{what} holds an unpaired surrogate escape")
     try:
-        normalized = normalize(text, strip_punctuation, ignore_invisible)
+        normalized = normalize(text, folding)
     except Exception as error:
         return internal_error(error)
     if not normalized:

@@ -52,7 +52,7 @@ class PairAccuracy:
 def shingle_hash_sets(texts: Sequence[str], config: DetectionConfig) -> list[npt.NDArray[np.uint64]]:
     """Each document's distinct shingle hashes (sorted), as the detector shingles it."""
     hasher = config.hasher()
-    normalized = normalize_all(texts, config.strip_punctuation, config.ignore_invisible)
+    normalized = normalize_all(texts, config.shingling().folding)
     sets: list[npt.NDArray[np.uint64]] = [np.empty(0, np.uint64)] * len(texts)
     for chunk in shingle_chunks(normalized, hasher.shingling, hasher.seed):
         for row, hashes, count in zip(chunk.rows, chunk.hashes, chunk.counts, strict=True):

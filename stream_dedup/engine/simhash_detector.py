@@ -69,7 +69,7 @@ class SimHashDetector(DuplicateDetector):
     def sign(self, texts: Sequence[str], normalized: bool = False) -> SignedBatch:
         """The fingerprints of ``texts`` (sketches and keys are empty: this method has none)."""
         if not normalized:
-            texts = normalize_all(texts, self.config.strip_punctuation, self.config.ignore_invisible)
+            texts = normalize_all(texts, self.config.shingling().folding)
         fingerprints = self.hasher.fingerprints(texts, normalized=True)
         n = len(texts)
         return SignedBatch(np.empty((n, 0), np.uint8), np.empty((n, 0), np.uint32), None, fingerprints)

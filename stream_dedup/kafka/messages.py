@@ -27,6 +27,7 @@ from stream_dedup.engine.documents import (
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit, fitted
 from stream_dedup.lsh.generation import NO_SOURCE
+from stream_dedup.text.normalize import Folding
 
 InputFormat = Literal["json", "text"]
 
@@ -61,7 +62,12 @@ class InputReading:
     max_document_bytes: int = 1 << 20
     strip_punctuation: bool = False
     ignore_invisible: bool = True
+    fold_lookalikes: bool = False
     max_id_bytes: int = DEFAULT_MAX_ID_BYTES
+
+    @property
+    def folding(self) -> Folding:
+        return Folding(self.strip_punctuation, self.ignore_invisible, self.fold_lookalikes)
 
 
 class InputDocument(NamedTuple):
@@ -145,15 +151,8 @@ def _fields(value: bytes, reading: InputReading) -> DocumentFields | Refusal:
     if isinstance(text, Refusal):
         return text
     if reading.input_format == "text":
-        return read_text_document(text, reading.strip_punctuation, ignore_invisible=reading.ignore_invisible)
-    return read_json_document(
-        text,
-        reading.id_field,
-        reading.text_field,
-        reading.strip_punctuation,
-        reading.max_id_bytes,
-        ignore_invisible=reading.ignore_invisible,
-    )
+        return read_text_document(text, reading.folding)
+    return read_json_document(text, reading.id_field, reading.text_field, reading.folding, reading.max_id_bytes)
 
 
 def _key_id(key: bytes | None, max_id_bytes: int) -> str | Refusal | None:

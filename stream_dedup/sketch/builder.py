@@ -43,7 +43,7 @@ class SignatureBuilder:
 
     def update(self, text: str) -> None:
         """Add the next piece of the document."""
-        folded = fold(text, self._hasher.shingling.strip_punctuation, self._hasher.shingling.ignore_invisible)
+        folded = fold(text, self._hasher.shingling.folding)
         words = folded.split()
         if not words:
             self._space_pending = self._space_pending or bool(folded)

@@ -64,11 +64,7 @@ class MinHasher:
 
         Raises :class:`~stream_dedup.errors.InputError` if a text normalises to nothing.
         """
-        return self.finalize(
-            self.sketches(
-                fold_all(texts, self.shingling.strip_punctuation, self.shingling.ignore_invisible), folded=True
-            )
-        )
+        return self.finalize(self.sketches(fold_all(texts, self.shingling.folding), folded=True))
 
     def sketches(self, texts: Sequence[str], folded: bool = False) -> Uint64Array:
         """Un-finalised sketches of normalised texts (folded ones with ``folded=True``): ``(n, num_perm)`` uint64.

@@ -87,7 +87,7 @@ class SimHasher:
         Raises :class:`~stream_dedup.errors.InputError` if a text normalises to nothing.
         """
         if not normalized:
-            texts = normalize_all(texts, self.shingling.strip_punctuation, self.shingling.ignore_invisible)
+            texts = normalize_all(texts, self.shingling.folding)
         out = np.empty(len(texts), dtype=U64)
         for chunk in shingle_chunks(texts, self.shingling, self.seed):
             out[chunk.rows] = self.fingerprint_chunk(chunk)

@@ -1,6 +1,6 @@
 """Text layer: normalisation, shingling and the hashing of shingles to integers."""
 
-from stream_dedup.text.normalize import fold, fold_all, normalize, normalize_all, require_text
+from stream_dedup.text.normalize import DEFAULT_FOLDING, Folding, fold, fold_all, normalize, normalize_all, require_text
 from stream_dedup.text.shingles import (
     ShingleChunk,
     ShingleUnit,
@@ -10,6 +10,8 @@ from stream_dedup.text.shingles import (
 )
 
 __all__ = [
+    "DEFAULT_FOLDING",
+    "Folding",
     "ShingleChunk",
     "ShingleUnit",
     "Shingling",

@@ -10,9 +10,11 @@ selectors, byte order marks, tags) are deleted first, unless
 ``ignore_invisible`` is off: a reader never sees them, yet each would split
 the shingles around it, so a soft hyphen per long word (as some news sites
 print them) or a zero-width space between letters (a known way to slip spam
-past duplicate filters) would make a copy look new. Punctuation stripping
-(Unicode categories ``P*``) is optional because for some corpora (code,
-prices) punctuation carries meaning.
+past duplicate filters) would make a copy look new. Letters of other
+scripts that look like Latin ones (a Cyrillic e, U+0435, in "free") are folded to
+them when ``fold_lookalikes`` is on (:mod:`~stream_dedup.text.lookalikes`).
+Punctuation stripping (Unicode categories ``P*``) is optional because for
+some corpora (code, prices) punctuation carries meaning.
 """
 
 import functools
@@ -20,9 +22,27 @@ import re
 import sys
 import unicodedata
 from collections.abc import Iterable
+from typing import NamedTuple
 
 from stream_dedup.errors import InputError
 from stream_dedup.text.combining_runs import cap_combining_runs
+from stream_dedup.text.lookalikes import LOOKALIKES
+
+
+class Folding(NamedTuple):
+    """What normalisation does besides NFKC, casefolding and whitespace (the settings of the same names).
+
+    Two documents are compared only if they were folded alike: all three are
+    signature parameters.
+    """
+
+    strip_punctuation: bool = False
+    ignore_invisible: bool = True
+    fold_lookalikes: bool = False
+
+
+#: The defaults.
+DEFAULT_FOLDING = Folding()
 
 #: Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties.txt, Unicode 15.1), in the basic
 #: multilingual plane and above it: one class of both would be scanned three times slower.
@@ -49,47 +69,47 @@ def _punctuation_table() -> dict[int, None]:
     return {cp: None for cp in range(sys.maxunicode + 1) if unicodedata.category(chr(cp)).startswith("P")}
 
 
-def fold(text: str, strip_punctuation: bool = False, ignore_invisible: bool = True) -> str:
-    """NFKC-normalise and casefold ``text``, deleting invisible characters and punctuation if asked; whitespace is kept.
+def fold(text: str, folding: Folding = DEFAULT_FOLDING) -> str:
+    """NFKC-normalise and casefold ``text``, then what ``folding`` asks; whitespace is kept.
 
     Invisible characters go before NFKC, so that a combining mark behind one
-    composes with its letter as if it were not there.
+    composes with its letter as if it were not there; lookalike letters after
+    casefolding, which is what their table is made for.
     """
-    if ignore_invisible:
+    if folding.ignore_invisible:
         text = _without_invisible(text)
     # Runs of combining marks are cut first: NFKC's cost is quadratic in their length.
     folded = unicodedata.normalize("NFKC", cap_combining_runs(text)).casefold()
-    if strip_punctuation:
+    if folding.fold_lookalikes and not folded.isascii():
+        folded = folded.translate(LOOKALIKES)
+    if folding.strip_punctuation:
         folded = folded.translate(_punctuation_table())
     return folded
 
 
-def normalize(text: str, strip_punctuation: bool = False, ignore_invisible: bool = True) -> str:
+def normalize(text: str, folding: Folding = DEFAULT_FOLDING) -> str:
     """Return ``text`` folded (see :func:`fold`), whitespace runs collapsed to one space, trimmed.
 
     Punctuation is deleted first when ``strip_punctuation`` is true, so
     ``"a, b"`` becomes ``"a b"``. The result may be empty; callers that need a
     document reject that with :func:`require_text`.
     """
-    return " ".join(fold(text, strip_punctuation, ignore_invisible).split())
+    return " ".join(fold(text, folding).split())
 
 
-def fold_all(texts: Iterable[str], strip_punctuation: bool = False, ignore_invisible: bool = True) -> list[str]:
+def fold_all(texts: Iterable[str], folding: Folding = DEFAULT_FOLDING) -> list[str]:
     """Fold a batch of documents (see :func:`fold`) for ``shingle_chunks(..., folded=True)``.
 
     Shingling then collapses the whitespace, over code points in numpy, and
     rejects a document left with no text (naming its position): joining a
     document's split words here would cost as much as hashing its shingles.
     """
-    return [fold(text, strip_punctuation, ignore_invisible) for text in texts]
+    return [fold(text, folding) for text in texts]
 
 
-def normalize_all(texts: Iterable[str], strip_punctuation: bool = False, ignore_invisible: bool = True) -> list[str]:
+def normalize_all(texts: Iterable[str], folding: Folding = DEFAULT_FOLDING) -> list[str]:
     """Normalise a batch of documents, rejecting any that normalise to nothing."""
-    return [
-        require_text(normalize(text, strip_punctuation, ignore_invisible), f"document at batch position {i}")
-        for i, text in enumerate(texts)
-    ]
+    return [require_text(normalize(text, folding), f"document at batch position {i}") for i, text in enumerate(texts)]
 
 
 def require_text(text: str, what: str = "document") -> str:

@@ -33,7 +33,7 @@ from stream_dedup.text.hashing import (
     window_counts,
     window_values,
 )
-from stream_dedup.text.normalize import require_text
+from stream_dedup.text.normalize import Folding, require_text
 from stream_dedup.text.whitespace import CodeArray, IntArray, collapse_whitespace
 
 ShingleUnit = Literal["char", "word"]
@@ -53,18 +53,26 @@ class Shingling:
         strip_punctuation: delete Unicode punctuation during normalisation.
         ignore_invisible: delete invisible characters during normalisation
             (see :mod:`~stream_dedup.text.normalize`).
+        fold_lookalikes: fold letters of other scripts that look like Latin
+            ones to them (see :mod:`~stream_dedup.text.lookalikes`).
     """
 
     unit: ShingleUnit = "char"
     size: int = 5
     strip_punctuation: bool = False
     ignore_invisible: bool = True
+    fold_lookalikes: bool = False
 
     def __post_init__(self) -> None:
         if self.unit not in ("char", "word"):
             raise ConfigError("shingle_unit", f"must be 'char' or 'word', got {self.unit!r}")
         if not isinstance(self.size, int) or self.size < 1:
             raise ConfigError("shingle_size", f"must be a whole number >= 1, got {self.size!r}")
+
+    @property
+    def folding(self) -> Folding:
+        """What normalisation does besides NFKC, casefolding and whitespace."""
+        return Folding(self.strip_punctuation, self.ignore_invisible, self.fold_lookalikes)
 
 
 @dataclass(frozen=True)

@@ -317,5 +317,6 @@ class WorkerSettings(ConnectionSettings):
             max_document_bytes=self.max_document_bytes,
             strip_punctuation=self.detection.strip_punctuation,
             ignore_invisible=self.detection.ignore_invisible,
+            fold_lookalikes=self.detection.fold_lookalikes,
             max_id_bytes=self.max_id_bytes,
         )

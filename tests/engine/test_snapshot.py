@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_dedup.config import DetectionConfig, Method
+from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, DetectionConfig, Method
 from stream_dedup.engine import Detector, Verdict, load_snapshot, make_detector, save_snapshot
 from stream_dedup.engine.snapshot import _PREFIX, END_MAGIC, MAGIC, capture_snapshot
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
@@ -357,6 +357,8 @@ BANDED: dict[str, Any] = {"bands": 12, "rows_per_band": 8}
         ({}, {"shingle_unit": "word"}, "shingle_unit"),
         ({}, {"scheme": "classic"}, "scheme"),
         ({}, {"strip_punctuation": True}, "strip_punctuation"),
+        ({}, {"fold_lookalikes": True}, "fold_lookalikes"),
+        ({"fold_lookalikes": True}, {"fold_lookalikes": False}, "fold_lookalikes"),
         (BANDED, {"bands": 32, "rows_per_band": 4}, "bands"),
         (BANDED, {"bands": 12, "rows_per_band": 7}, "rows_per_band"),
         ({}, {"sketch_bits": 2048}, "sketch_bits"),
@@ -375,8 +377,9 @@ def test_snapshot_made_with_other_signature_parameters_is_refused_naming_the_par
     with raises_naming(IncompatibleSnapshotError, path) as error:
         load_snapshot(path, running)
 
-    stored_value = saved_config.signature_parameters()[parameter]
-    running_value = running.signature_parameters()[parameter]
+    # A parameter named only when on (fold_lookalikes) is off where it is not named.
+    stored_value = saved_config.signature_parameters().get(parameter, IMPLIED_SIGNATURE_PARAMETERS.get(parameter))
+    running_value = running.signature_parameters().get(parameter, IMPLIED_SIGNATURE_PARAMETERS.get(parameter))
     assert f"made with {parameter}={stored_value!r} but this run uses {parameter}={running_value!r}" in str(error.value)
 
 

@@ -23,7 +23,7 @@ any_text = st.text(min_size=1, max_size=60).filter(lambda t: normalize(t))
 
 def reference_fingerprint(text: str, hasher: SimHasher) -> int:
     """Charikar's definition, one shingle and one bit at a time: bit j set iff sum of +-1 votes >= 0."""
-    normalized = normalize(text, hasher.shingling.strip_punctuation)
+    normalized = normalize(text, hasher.shingling.folding)
     (chunk,) = shingle_chunks([normalized], hasher.shingling, hasher.seed)
     hashes = [int(h) for h in chunk.hashes[0, : chunk.counts[0]]]
     if hasher.weighting == "set":

@@ -3,7 +3,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.errors import InputError
-from stream_dedup.text import normalize, normalize_all
+from stream_dedup.text import Folding, normalize, normalize_all
 
 
 def test_compatibility_forms_case_and_whitespace_are_folded() -> None:
@@ -12,14 +12,14 @@ def test_compatibility_forms_case_and_whitespace_are_folded() -> None:
 
 def test_punctuation_is_stripped_only_when_asked() -> None:
     assert normalize("Hello, world! «quoted»") == "hello, world! «quoted»"
-    assert normalize("Hello, world! «quoted»", strip_punctuation=True) == "hello world quoted"
+    assert normalize("Hello, world! «quoted»", Folding(strip_punctuation=True)) == "hello world quoted"
 
 
 def test_text_empty_after_normalisation_is_bad_input_naming_its_position() -> None:
     with pytest.raises(InputError, match="position 1"):
         normalize_all(["fine", " \t\n "])
     with pytest.raises(InputError):
-        normalize_all(["...!"], strip_punctuation=True)
+        normalize_all(["...!"], Folding(strip_punctuation=True))
 
 
 #: Invisible characters from several blocks of Unicode's Default_Ignorable_Code_Point list.
@@ -57,7 +57,7 @@ def test_invisible_characters_anywhere_change_nothing(text: str, inserted: list[
         hidden = hidden[:at] + character + hidden[at:]
     original = normalize("".join(c for c in text if c not in INVISIBLE))
     assert normalize(hidden) == original
-    assert normalize(hidden, strip_punctuation=True) == normalize(original, strip_punctuation=True)
+    assert normalize(hidden, Folding(strip_punctuation=True)) == normalize(original, Folding(strip_punctuation=True))
 
 
 @settings(max_examples=300, deadline=None)
@@ -72,7 +72,7 @@ def test_without_invisible_characters_the_setting_changes_nothing(text: str) -> 
     # Outside category Cf and past U+E0000, the default-ignorable code points are a few fillers and selectors.
     fillers = "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
     assume(not any(c in fillers or "\ufe00" <= c <= "\ufe0f" or "\ufff0" <= c <= "\ufff8" for c in text))
-    assert normalize(text) == normalize(text, ignore_invisible=False)
+    assert normalize(text) == normalize(text, Folding(ignore_invisible=False))
 
 
 def test_a_mark_behind_an_invisible_character_composes_with_its_letter() -> None:
@@ -80,7 +80,7 @@ def test_a_mark_behind_an_invisible_character_composes_with_its_letter() -> None
 
 
 def test_with_the_setting_off_invisible_characters_are_kept_as_before() -> None:
-    assert normalize("fr\u200bee", ignore_invisible=False) == "fr\u200bee"
+    assert normalize("fr\u200bee", Folding(ignore_invisible=False)) == "fr\u200bee"
     with pytest.raises(InputError):
         normalize_all(["\u200b\u200d \ufeff"])
-    assert normalize_all(["\u200b\u200d \ufeff"], ignore_invisible=False) == ["\u200b\u200d \ufeff"]
+    assert normalize_all(["\u200b\u200d \ufeff"], Folding(ignore_invisible=False)) == ["\u200b\u200d \ufeff"]
