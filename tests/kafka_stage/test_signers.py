@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from stream_dedup.config import DetectionConfig
 from tests.corpus import make_clustered_corpus
 from tests.processes import children, wait_ended
 
@@ -97,3 +98,18 @@ def test_kill_9_of_signers_mid_run_leaves_one_verdict_per_record_as_an_uninterru
             worker.kill()
     check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
     assert not wait_ended(killed + survivors, 20), "signers outlived their worker"
+
+
+def test_signer_processes_fold_lookalike_letters_when_asked(stage: Stage) -> None:
+    """Copies disguised with Cyrillic letters, on other partitions than their originals, found by the stage."""
+    originals = [text for text, _ in make_clustered_corpus(40, seed=57)][:20]
+    disguise = str.maketrans("aeopcxy", "\u0430\u0435\u043e\u0440\u0441\u0445\u0443")
+    corpus = [(text, 0) for text in originals] + [(text.translate(disguise), 0) for text in originals]
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    with worker_thread(stage.settings(batch_size=10, signing_processes=1, fold_lookalikes=True)):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+    verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
+    copies = [verdicts[f"doc-{i + len(originals)}"] for i in range(len(originals))]
+    assert all(v["verdict"] == "duplicate" for v in copies)
+    assert {v["duplicate_of"] for v in copies} <= {f"doc-{i}" for i in range(len(originals))}
+    assert all(v["params_fingerprint"] == DetectionConfig(fold_lookalikes=True).fingerprint() for v in copies)
