@@ -5,7 +5,8 @@
 # then a summary: documents, duplicates, dead letters, throughput, latency, example pairs
 # side by side, and where to look next. On a terminal the worker then keeps running until
 # Enter, so that its status page and metrics can be looked at; everything is stopped at
-# the end. The broker's data stays in .cache/demo.
+# the end. Each run starts from an empty broker and index in .cache/demo, so that what it
+# shows is this run's verdicts (the data stays there afterwards, to look at).
 #   DEMO_PORT (default 9092) broker port, DEMO_METRICS_PORT (default 9400) metrics port.
 #   Extra arguments go to `stream-dedup run` (e.g. --threshold 0.9).
 set -euo pipefail
@@ -21,6 +22,7 @@ scripts/setup.sh test
 scripts/kafka/broker.sh fetch
 mkdir -p "$DEMO"
 scripts/kafka/broker.sh stop --data "$DEMO/kafka" >/dev/null 2>&1 || true
+rm -rf "$DEMO/kafka" "$DEMO/snapshots"
 scripts/kafka/broker.sh start --port "$PORT" --data "$DEMO/kafka" >/dev/null
 worker_pid=
 cleanup() {
@@ -39,6 +41,16 @@ echo "Kafka broker on $STREAM_DEDUP_BOOTSTRAP_SERVERS (data in $DEMO/kafka)"
     >"$DEMO/worker.log" 2>&1 &
 worker_pid=$!
 echo "worker started (pid $worker_pid, log $DEMO/worker.log)"
+# Ready (its /readyz answers) before anything is fed; a worker that stopped says why.
+until .venv/bin/python -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$METRICS_PORT/readyz', timeout=1)" \
+    2>/dev/null; do
+    if ! kill -0 "$worker_pid" 2>/dev/null; then
+        echo "the worker stopped; the end of its log ($DEMO/worker.log):" >&2
+        tail -n 3 "$DEMO/worker.log" >&2
+        exit 1
+    fi
+    sleep 0.5
+done
 
 .venv/bin/stream-dedup produce-sample --topic documents --count 600 --rate 200 2>>"$DEMO/producer.log" &
 echo "feeding 600 sample listings at 200/s; the first duplicates as they are committed:"
