@@ -108,8 +108,8 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
     if header["digest"] != digest:
         raise ChangelogError(
             "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
-            "banding, verification, SimHash weighting, containment or ignore_invisible) than this run's; its "
-            "signatures are not comparable. "
+            "banding, verification, SimHash weighting, containment, ignore_invisible or fold_lookalikes) than this "
+            "run's; its signatures are not comparable. "
             "Run with the original settings (a changelog written before ignore_invisible existed needs it off), or "
             "point changelog_topic at a new topic (the index then starts empty)."
         )
