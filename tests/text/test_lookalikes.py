@@ -66,6 +66,20 @@ def test_a_disguised_copy_folds_to_its_original_and_is_found() -> None:
     assert verdicts(DetectionConfig()) == ["unique", "unique"]
 
 
+@pytest.mark.parametrize("text", ["sale", "big sale", "Cheap phone", "apex"])
+def test_short_disguised_texts_are_found_as_brute_force_on_folded_text_says(text: str) -> None:
+    """One or two words: a single shingle or a few, where one disguised letter changes them all."""
+    disguised = text.translate(DISGUISE)
+    assert disguised != text
+    shingling = Shingling()
+    exact = jaccard(shingle_set(normalize(text, ON), shingling), shingle_set(normalize(disguised, ON), shingling))
+    assert exact == 1.0
+    config = DetectionConfig(fold_lookalikes=True)
+    verdicts = Detector(config).process(["original", "copy"], [text, disguised])
+    assert [v.verdict for v in verdicts] == ["unique", "duplicate"] and verdicts[1].duplicate_of == "original"
+    assert Detector(DetectionConfig()).process(["original", "copy"], [text, disguised])[1].verdict == "unique"
+
+
 def test_upper_case_disguises_are_folded_through_casefolding() -> None:
     assert normalize("\u0410\u0412\u0421 OFFER", ON) == normalize("aBc offer", ON).replace("b", "\u0432")
 
