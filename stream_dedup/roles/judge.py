@@ -29,9 +29,10 @@ from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.answers import AnswerRecord, decode_answer
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.record_fit import OutgoingRecord
+from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
 from stream_dedup.kafka.topic_limits import size_limits
-from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
+from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.roles.unique_forwards import UniqueForwards
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings

@@ -50,14 +50,14 @@ from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.kafka.assignments import AssignmentNotes
 from stream_dedup.kafka.clients import (
-    PRODUCER_TUNING,
     SessionBackoff,
     assigned_lag,
     group_consumer,
     leave_group,
     transactional_producer,
 )
-from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
+from stream_dedup.kafka.record_fit import SizeLimit
+from stream_dedup.kafka.sending import Send, send_all
 from stream_dedup.roles.topics import ensure_role_topics
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
@@ -65,15 +65,6 @@ from stream_dedup.worker.settings import WorkerSettings
 log = logging.getLogger(__name__)
 
 _OBSERVE_EVERY_SECONDS = 1.0
-
-
-@dataclass(frozen=True)
-class Send:
-    """One record of a step: to ``topic`` (and ``partition``, or by key)."""
-
-    topic: str
-    record: OutgoingRecord
-    partition: int | None = None
 
 
 @dataclass(frozen=True)
@@ -283,14 +274,7 @@ class _Session:
         producer = self.producer
         try:
             producer.begin_transaction()
-            for send in outgoing.sends:
-                record = send.record
-                producer.send(
-                    send.topic, key=record.key, value=record.value, headers=record.headers, partition=send.partition
-                )
-                limit = self.work.limits.get(send.topic)
-                if limit is not None and limit.is_narrow(PRODUCER_TUNING["batch_size"]):
-                    producer.flush()
+            send_all(producer, outgoing.sends, self.work.limits)
             offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in outgoing.offsets.items()}
             producer.send_offsets_to_transaction(offsets, self.consumer.group_metadata())
             producer.commit_transaction()

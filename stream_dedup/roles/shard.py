@@ -53,9 +53,10 @@ from stream_dedup.engine.snapshot import load_shard_snapshot
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.record_texts import RecordTexts
+from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
 from stream_dedup.roles.sequenced_tail import SequencedTail
-from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
+from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.worker.events import ProbeCounts, StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by

@@ -20,8 +20,9 @@ from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.messages import dead_letter_record
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
+from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.topic_limits import size_limits
-from stream_dedup.roles.session import Outgoing, RoleWork, Send, committed_or_beginning
+from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.signing import read_and_sign

@@ -27,7 +27,7 @@ from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import DeadLetter, Source, dead_letter_record
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit, fits
 from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
-from stream_dedup.roles.session import Send
+from stream_dedup.kafka.sending import Send
 from stream_dedup.worker.batch import UNIQUE_TOO_LARGE
 
 log = logging.getLogger(__name__)

@@ -31,10 +31,10 @@ from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
-from stream_dedup.kafka.clients import PRODUCER_TUNING
 from stream_dedup.kafka.messages import DeadLetter, dead_letter_record, verdict_value
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits
 from stream_dedup.kafka.record_texts import RecordTexts
+from stream_dedup.kafka.sending import Send, send_all
 from stream_dedup.worker.events import BatchReport, PublishedDuplicate
 from stream_dedup.worker.signing import SignedRecords
 
@@ -77,8 +77,8 @@ class JudgedBatch:
     """
 
     records: list[Any]
-    #: (topic, record), each already made to fit its topic, in sending order.
-    outgoing: list[tuple[str, OutgoingRecord]]
+    #: Each record already made to fit its topic, in sending order.
+    outgoing: list[Send]
     letters: list[DeadLetter]
     #: What was cut from each dead letter to fit (empty if nothing), in the order of ``letters``.
     truncated: list[str]
@@ -114,7 +114,7 @@ def judge_batch(
 
     stats = detector.stats
     before = stats.pair_counts()
-    outgoing: list[tuple[str, OutgoingRecord]] = []
+    outgoing: list[Send] = []
     verdict_counts: Counter[str] = Counter()
     duplicates: list[PublishedDuplicate] = []
     if documents:
@@ -130,7 +130,7 @@ def judge_batch(
                     DeadLetter(VERDICT_TOO_LARGE, _too_large("verdict", output), document.source, document.record)
                 )
                 continue
-            outgoing.append((output, value))
+            outgoing.append(Send(output, value))
             verdict_counts[verdict.verdict] += 1
             if verdict.verdict == "duplicate":
                 duplicates.append(PublishedDuplicate(verdict, document.source))
@@ -141,7 +141,7 @@ def judge_batch(
             record = document.record
             forward = OutgoingRecord(record.key, record.value, list(record.headers or []))
             if fits(forward, destinations.limit(unique_topic)):
-                outgoing.append((unique_topic, forward))
+                outgoing.append(Send(unique_topic, forward))
             else:
                 letters.append(
                     DeadLetter(UNIQUE_TOO_LARGE, _too_large("forward", unique_topic), document.source, record)
@@ -149,7 +149,7 @@ def judge_batch(
     truncated = []
     for letter in letters:
         dead_letter, cut = _fitted_dead_letter(letter, destinations)
-        outgoing.append((destinations.dead_letter_topic, dead_letter))
+        outgoing.append(Send(destinations.dead_letter_topic, dead_letter))
         truncated.append(cut)
     return JudgedBatch(
         records=records,
@@ -191,14 +191,7 @@ def commit_batch(
     session's ``init_transactions()`` aborts it).
     """
     producer.begin_transaction()
-    for topic, record in judged.outgoing:
-        producer.send(topic, key=record.key, value=record.value, headers=record.headers)
-        if destinations.limit(topic).is_narrow(PRODUCER_TUNING["batch_size"]):
-            # kafka-python fills a batch up to its batch_size whatever the topic
-            # accepts, and the broker refuses a batch over the topic's limit
-            # (the transaction would fail at every retry): to a narrow topic,
-            # each record travels alone.
-            producer.flush()
+    send_all(producer, judged.outgoing, destinations.limits)
     changelog_sends = [
         producer.send(destinations.changelog_topic, value=value, partition=0) for value in judged.changelog_values
     ]

@@ -80,6 +80,10 @@ class FakeProducer:
     def flush(self, timeout: float | None = None) -> None:
         self._call("flush")
 
+    def partitions_for(self, topic: str) -> set[int]:
+        """Every topic has three partitions."""
+        return {0, 1, 2}
+
     def send_offsets_to_transaction(self, offsets: dict[Any, Any], group: Any) -> None:
         self._call("send_offsets_to_transaction")
         self.offsets = dict(offsets)
