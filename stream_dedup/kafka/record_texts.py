@@ -10,7 +10,7 @@ normalisation). A record the topic no longer holds leaves its pairs to the
 estimate.
 
 What is read again is most often recent: the batch being judged, and the
-earlier documents its near-copies match. So the value of every record judged
+earlier documents its near-copies match. So the text of every document judged
 is kept, compressed in blocks of 16 records read together
 (:mod:`stream_dedup.kafka.value_blocks`), up to the ``text_cache_mb``
 budget, the least recently used first out: about twice as many records as
@@ -18,6 +18,13 @@ their own bytes would fill it with. An earlier document no longer
 held costs a fetch, a round trip and kafka-python parsing the records before
 it in its record batch (about 2 ms in all, on the worker's loop); a held one
 costs the decompression of its block (about 20 µs).
+
+The worker hands over the texts its signers read (:meth:`RecordTexts.keep_texts`):
+they are kept as they are, and asking for one costs no reading at all, where
+reading a kept record again (its JSON, the normalisation) costs about 10 µs
+of the worker's process. A record read here (a span, a fetch, or
+:meth:`RecordTexts.keep`) is kept as it is and read when its text is first
+asked for: most records of a span are never asked for.
 
 A stage that reads its documents from elsewhere (a shard reads signature
 records from the sequenced topic) tells which records the batch holds
@@ -37,7 +44,7 @@ estimate, counted as unsettled.
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -65,6 +72,9 @@ _SPAN_EXTRA = 64
 _SPAN_FETCH_BYTES = 1 << 20
 #: Of the budget, what the lookup keeps of the records a fetch brings after the one asked for (at most an eighth).
 _LOOKUP_BYTES = 1 << 20
+#: What a kept value starts with: the document's normalised text (UTF-8) follows, or the record's value.
+_TEXT = b"t"
+_VALUE = b"v"
 
 
 class RecordTexts:
@@ -82,7 +92,7 @@ class RecordTexts:
         self._span_lookup: RecordLookup | None = None
         self._lookup_bytes = min(_LOOKUP_BYTES, cache_bytes // 8)
         self._values = ValueBlocks(cache_bytes - self._lookup_bytes)
-        #: The values of the batch being judged, as they are: every pair has one document in it.
+        #: The kept values (see _TEXT) of the batch being judged, uncompressed: every pair has one document in it.
         self._batch: dict[tuple[int, int], bytes] = {}
         #: Partition -> [start, end) offsets of the expected batch not read yet (see expect()).
         self._spans: dict[int, tuple[int, int]] = {}
@@ -91,7 +101,17 @@ class RecordTexts:
 
     def keep(self, records: Sequence[Any]) -> None:
         """The records of the batch being judged, consumed already: their texts will need no fetch, now or later."""
-        self._batch = {(record.partition, record.offset): record.value or b"" for record in records}
+        self._keep_batch((record.partition, record.offset, _VALUE + (record.value or b"")) for record in records)
+
+    def keep_texts(self, sources: npt.NDArray[np.uint64], texts: Sequence[bytes]) -> None:
+        """The batch being judged, as its documents' sources and normalised texts (UTF-8), read already elsewhere."""
+        known = sources != NO_SOURCE
+        partitions, offsets = coordinates_of(sources[known])
+        kept = (_TEXT + text for text, held in zip(texts, known.tolist(), strict=True) if held)
+        self._keep_batch(zip(partitions.tolist(), offsets.tolist(), kept, strict=True))
+
+    def _keep_batch(self, values: Iterable[tuple[int, int, bytes]]) -> None:
+        self._batch = {(partition, offset): value for partition, offset, value in values}
         self._values.add((partition, offset, value) for (partition, offset), value in self._batch.items())
 
     def expect(self, sources: npt.NDArray[np.uint64]) -> None:
@@ -112,7 +132,7 @@ class RecordTexts:
     def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
         """The normalised text of each source's record; ``None`` for a record gone or not a document."""
         deadline = time.monotonic() + FETCH_SECONDS_PER_BATCH
-        return [document_text(self._value(pointer, deadline), self._reading) for pointer in sources.tolist()]
+        return [self._text(self._value(pointer, deadline)) for pointer in sources.tolist()]
 
     def close(self) -> None:
         for lookup in (self._lookup, self._span_lookup):
@@ -120,8 +140,15 @@ class RecordTexts:
                 lookup.close()
         self._lookup = self._span_lookup = None
 
+    def _text(self, kept: bytes | None) -> str | None:
+        if kept is None:
+            return None
+        if kept[:1] == _TEXT:
+            return kept[1:].decode("utf-8")
+        return document_text(kept[1:], self._reading)
+
     def _value(self, pointer: int, deadline: float) -> bytes | None:
-        """The value of the record at ``pointer``, kept, read in its span or fetched; ``None`` if it cannot be had."""
+        """What is kept (see _TEXT) of the record at ``pointer``, read in its span or fetched; ``None`` if gone."""
         partition, offset = match_coordinates(pointer)
         kept = self._batch.get((partition, offset)) or self._values.get(partition, offset)
         if kept is None and time.monotonic() <= deadline:
@@ -141,19 +168,20 @@ class RecordTexts:
         if self._span_lookup is None:
             return None
         span = self._span_lookup.records_between(self._topic, partition, start, end)
-        self._values.add((partition, record.offset, record.value or b"") for record in span)
+        self._values.add((partition, record.offset, _VALUE + (record.value or b"")) for record in span)
         return self._values.get(partition, offset)
 
     def _fetch(self, partition: int, offset: int) -> bytes | None:
-        """The value at ``offset``, fetched alone (and kept); ``None`` if the record is gone."""
+        """What is kept of the record at ``offset``, fetched alone (and kept); ``None`` if the record is gone."""
         self._lookup = self._lookup or self._opened(self._lookup_bytes, FETCH_BYTES)
         if self._lookup is None:
             return None
         record = self._lookup.fetch(self._topic, partition, offset)
         if isinstance(record, RecordGone):
             return None
-        self._values.add([(partition, offset, record.value or b"")])
-        return record.value  # type: ignore[no-any-return]
+        kept = _VALUE + (record.value or b"")
+        self._values.add([(partition, offset, kept)])
+        return kept
 
     def _opened(self, cache_bytes: int, fetch_bytes: int) -> RecordLookup | None:
         """A lookup, or ``None`` if it cannot be made now.

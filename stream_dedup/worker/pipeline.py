@@ -134,7 +134,7 @@ class SigningPipeline:
         except Exception as error:
             raise SigningFailedError(records, error) from error
         if not refused:
-            return SignedRecords(records, signed.outcomes, signed.signed)
+            return SignedRecords(records, signed.outcomes, signed.signed, signed.texts)
         outcomes = iter(signed.outcomes)
         merged: list[Outcome] = [refused[i] if i in refused else next(outcomes) for i in range(len(records))]
-        return SignedRecords(records, merged, signed.signed)
+        return SignedRecords(records, merged, signed.signed, signed.texts)

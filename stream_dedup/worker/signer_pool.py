@@ -159,6 +159,7 @@ class SignerPool:
             [r for part in parts for r in part.records],
             [o for part in parts for o in part.outcomes],
             SignedBatch.concat([part.signed for part in parts]),
+            [text for part in parts for text in part.texts],
         )
 
     def drop(self) -> None:

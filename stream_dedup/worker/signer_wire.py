@@ -15,7 +15,8 @@ request     worker -> signer  per batch: a job number, the input topic; per reco
                               whether each is present)
 response    signer -> worker  per batch: the job number; per record its document id or
                               its refusal (reason, detail); the documents' signatures
-                              (the arrays of a SignedBatch); log lines for the worker
+                              (the arrays of a SignedBatch) and normalised texts; log
+                              lines for the worker
 ==========  ================  ===========================================================
 
 Record headers never cross: reading a document does not look at them, and
@@ -133,6 +134,7 @@ def response_message(job: int, signed: SignedRecords, log_lines: Sequence[tuple[
         *text_arrays("reason", [r.reason for r in refusals]),
         *text_arrays("detail", [r.detail for r in refusals]),
         *signed_arrays(signed.signed),
+        *blob_arrays("text", signed.texts),
     ]
     return _message({"kind": "response", "job": job, "log": [list(line) for line in log_lines]}, arrays)
 
@@ -149,7 +151,8 @@ def read_response(message: bytes, records: list[Any]) -> tuple[int, SignedRecord
     if len(outcomes) != len(records):
         raise ValueError(f"a signer answered for {len(outcomes)} records of {len(records)}")
     log_lines = [(int(level), str(text)) for level, text in header["log"]]
-    return int(header["job"]), SignedRecords(records, outcomes, signed_batch(arrays)), log_lines
+    signed = SignedRecords(records, outcomes, signed_batch(arrays), blobs_of(arrays, "text"))
+    return int(header["job"]), signed, log_lines
 
 
 def write_frame(fd: int, message: bytes, deadline: float = float("inf")) -> None:

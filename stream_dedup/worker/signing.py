@@ -47,11 +47,15 @@ class SignedRecords:
         records: the records, in the batch's order.
         outcomes: per record, its document id or its refusal (a dead letter).
         signed: the signatures of the records whose outcome is an id, in order.
+        texts: the normalised texts (UTF-8) of those documents, in the same order: the
+            worker keeps them for pairs settled by their texts
+            (:class:`~stream_dedup.kafka.record_texts.RecordTexts`), without reading the records again.
     """
 
     records: list[Any]
     outcomes: list[Outcome]
     signed: SignedBatch
+    texts: list[bytes]
 
     def split(self) -> tuple[list["ReadDocument"], IndexedBatch, list[DeadLetter]]:
         """The records that hold a document, those documents as the index takes them, and the dead letters."""
@@ -94,8 +98,9 @@ def read_and_sign(records: Sequence[Any], reading: InputReading, signer: Duplica
             documents.append(item)
         else:
             outcomes.append(Refusal(item.reason, item.detail))
+    texts = [d.text for d in documents]
     try:
-        return SignedRecords(list(records), outcomes, signer.sign([d.text for d in documents], normalized=True))
+        return SignedRecords(list(records), outcomes, signer.sign(texts, normalized=True), _encoded(texts))
     except Exception as error:
         log.error("signing a batch failed (%r); signing its documents one by one", error)
     # Signing is pure (the index is untouched), so trying again is safe; the
@@ -112,4 +117,9 @@ def read_and_sign(records: Sequence[Any], reading: InputReading, signer: Duplica
         else:
             kept.append(documents[row].text)
         row += 1
-    return SignedRecords(list(records), outcomes, signer.sign(kept, normalized=True))
+    return SignedRecords(list(records), outcomes, signer.sign(kept, normalized=True), _encoded(kept))
+
+
+def _encoded(texts: list[str]) -> list[bytes]:
+    # Reading refuses a text with lone surrogates, so every text read encodes.
+    return [text.encode("utf-8") for text in texts]

@@ -20,6 +20,7 @@ from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, document_text
 from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
 from stream_dedup.kafka.record_texts import RecordTexts
+from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.text import normalize
 from stream_dedup.worker.signer_wire import WireRecord
 from tests.real_text import stdlib_paragraphs
@@ -72,6 +73,15 @@ def test_the_records_kept_give_their_normalised_texts_without_a_fetch(asked: lis
     assert kept.texts_of(pointers(3, [2, 0, 1])) == [normalize("Ünïcode ﬁne"), "some text here", None]
     assert asked == []
     assert kept.texts_of(pointers(4, [0])) == [None] and asked == [("documents", 4, 0)]
+
+
+def test_texts_read_by_the_signers_are_kept_as_given_and_never_read_again(asked: list[tuple[str, int, int]]) -> None:
+    kept = texts(cache_bytes=1)  # whatever the budget, the batch being judged is held
+    signed = ["ünïcode text as read", "another one", "nowhere"]
+    sources = np.append(pointers(2, [7, 9]), NO_SOURCE)  # the last one's source is past what a pointer holds
+    kept.keep_texts(sources, [text.encode() for text in signed])
+    assert kept.texts_of(pointers(2, [9, 7])) == ["another one", "ünïcode text as read"]
+    assert asked == []
 
 
 def test_compressed_the_budget_holds_more_prose_than_its_size(asked: list[tuple[str, int, int]]) -> None:
@@ -166,9 +176,15 @@ def test_every_text_is_the_records_own_whatever_was_kept_read_or_fetched(
         kept = texts(cache_bytes=budget)
         for _ in range(data.draw(st.integers(1, 8))):
             batch = data.draw(st.lists(coordinates, max_size=30))
-            if data.draw(st.booleans()):  # consumed here, or read elsewhere (a shard's)
-                kept.keep([WireRecord("documents", p, o, 0, None, topic[(p, o)]) for p, o in batch if (p, o) in topic])
-            else:
+            held = [(p, o) for p, o in batch if (p, o) in topic]
+            how = data.draw(st.sampled_from(["consumed", "signed", "elsewhere"]))
+            if how == "consumed":
+                kept.keep([WireRecord("documents", p, o, 0, None, topic[(p, o)]) for p, o in held])
+            elif how == "signed":  # read by signers: only the documents, with their texts
+                documents = [(c, document_text(topic[c], reading)) for c in held]
+                read = [(c, text) for c, text in documents if text is not None]
+                kept.keep_texts(pointers_of([c for c, _ in read]), [text.encode() for _, text in read])
+            else:  # read elsewhere (a shard's)
                 kept.expect(pointers_of(batch))
             asked = data.draw(st.lists(coordinates, max_size=30))
             expected = [document_text(topic[c], reading) if c in topic else None for c in asked]

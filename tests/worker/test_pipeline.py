@@ -33,6 +33,7 @@ def same(left: SignedRecords, right: SignedRecords) -> bool:
         and left.outcomes == right.outcomes
         and np.array_equal(left.signed.sketches, right.signed.sketches)
         and np.array_equal(left.signed.keys, right.signed.keys)
+        and left.texts == right.texts
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.errors import SignerStartError
-from stream_dedup.kafka.messages import InputReading
+from stream_dedup.kafka.messages import InputReading, document_text
 from stream_dedup.worker import signer_pool
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.pipeline import SigningStoppedError
@@ -62,6 +62,9 @@ def assert_signed_in_place(got: SignedRecords, batch: list[Any], config: Detecti
     expected = read_and_sign(batch, READING, make_detector(config))
     assert got.records == batch
     assert got.outcomes == expected.outcomes
+    # The texts the worker keeps for its pairs: each document's, as reading its record again gives it.
+    documents = [r for r, outcome in zip(batch, expected.outcomes, strict=True) if isinstance(outcome, str)]
+    assert got.texts == expected.texts == [(document_text(r.value, READING) or "").encode() for r in documents]
     assert np.array_equal(got.signed.sketches, expected.signed.sketches)
     assert np.array_equal(got.signed.keys, expected.signed.keys)
     assert (got.signed.fingerprints is None) == (expected.signed.fingerprints is None)
