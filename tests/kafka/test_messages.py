@@ -23,6 +23,7 @@ from stream_dedup.kafka.messages import (
     pointer_of,
     read_record,
     source_pointer,
+    verdict_fields,
     verdict_value,
 )
 from stream_dedup.lsh import NO_SOURCE
@@ -263,3 +264,28 @@ def test_a_text_of_invisible_characters_only_is_empty_and_a_dead_letter_unless_t
     assert isinstance(kept, InputDocument) and kept.text == "\u200b\u2060 \ufeff\u00ad\U000e0041"
     visible = read(value(invisible.replace("\u00ad", "x")), input_format=input_format)
     assert isinstance(visible, InputDocument) and visible.text == "x"
+
+
+_FLOATS = st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.sampled_from([0.8, 1.0, 0.0, 1e-300])
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    verdict=st.builds(
+        Verdict,
+        st.text(),
+        st.sampled_from(["unique", "duplicate", "contained", "contains"]),
+        st.none() | st.text(),
+        _FLOATS,
+        st.none() | st.integers(0, 2**64 - 1),
+        st.none() | st.integers(0, 64),
+        _FLOATS,
+    ),
+    source=st.builds(Source, st.text(), st.integers(0, 2**31 - 1), st.integers(0, 2**63 - 1), st.integers(-1, 2**62)),
+    fingerprint=st.text(),
+)
+def test_a_verdict_value_is_its_fields_as_the_json_module_writes_them(
+    verdict: Verdict, source: Source, fingerprint: str
+) -> None:
+    expected = json.dumps(verdict_fields(verdict, source, fingerprint), ensure_ascii=False, separators=(",", ":"))
+    assert verdict_value(verdict, source, fingerprint) == expected.encode("utf-8")
