@@ -60,9 +60,9 @@ def keyed_partitions(producer: KafkaProducer, sends: Sequence[Send]) -> list[int
         if send.partition is None and send.record.key is not None:
             by_topic[send.topic].append(position)
     for topic, positions in by_topic.items():
-        # As kafka-python's partitioner: every partition of the topic, available or not.
-        count = len(producer.partitions_for(topic))
+        # As kafka-python's partitioner: every partition of the topic, available or not, in order.
+        known = sorted(producer.partitions_for(topic))
         keys = [sends[position].record.key or b"" for position in positions]
-        for position, partition in zip(positions, partitions_of(keys, count).tolist(), strict=True):
-            partitions[position] = partition
+        for position, index in zip(positions, partitions_of(keys, len(known)).tolist(), strict=True):
+            partitions[position] = known[index]
     return partitions
