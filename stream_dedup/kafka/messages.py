@@ -201,10 +201,10 @@ def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
     The match was read from the same input topic as the document, so its
     source is that topic with the partition and offset the index kept.
 
-    The JSON is written field by field, exactly as ``json`` writes
-    :func:`verdict_fields` (a test holds the two equal): one is written per
-    document on the worker's thread, and ``json`` takes three times as long,
-    building its encoder for every value.
+    The JSON is written field by field, exactly as ``json`` would write
+    :meth:`Verdict.to_dict` and the sources (a test holds the two equal): one
+    is written per document on the worker's thread, and ``json`` takes three
+    times as long, building its encoder for every value.
     """
     topic = _json_scalar(source.topic)
     match = "null"
@@ -221,20 +221,6 @@ def verdict_value(verdict: Verdict, source: Source, fingerprint: str) -> bytes:
         f'"offset":{_json_scalar(source.offset)},"timestamp":{_json_scalar(source.timestamp)}}},'
         f'"params_fingerprint":{_json_scalar(fingerprint)}}}'
     ).encode()
-
-
-def verdict_fields(verdict: Verdict, source: Source, fingerprint: str) -> dict[str, object]:
-    """The fields of a verdict record, in their order: what :func:`verdict_value` writes."""
-    match = None
-    if verdict.match_source is not None:
-        partition, offset = match_coordinates(verdict.match_source)
-        match = {"topic": source.topic, "partition": partition, "offset": offset}
-    return {
-        **verdict.to_dict(),
-        "match_source": match,
-        "source": source._asdict(),
-        "params_fingerprint": fingerprint,
-    }
 
 
 def _json_scalar(value: object) -> str:

@@ -23,7 +23,6 @@ from stream_dedup.kafka.messages import (
     pointer_of,
     read_record,
     source_pointer,
-    verdict_fields,
     verdict_value,
 )
 from stream_dedup.lsh import NO_SOURCE
@@ -287,5 +286,10 @@ _FLOATS = st.none() | st.floats(allow_nan=True, allow_infinity=True) | st.sample
 def test_a_verdict_value_is_its_fields_as_the_json_module_writes_them(
     verdict: Verdict, source: Source, fingerprint: str
 ) -> None:
-    expected = json.dumps(verdict_fields(verdict, source, fingerprint), ensure_ascii=False, separators=(",", ":"))
+    match = None
+    if verdict.match_source is not None:
+        partition, offset = match_coordinates(verdict.match_source)
+        match = {"topic": source.topic, "partition": partition, "offset": offset}
+    fields = {**verdict.to_dict(), "match_source": match, "source": source._asdict(), "params_fingerprint": fingerprint}
+    expected = json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
     assert verdict_value(verdict, source, fingerprint) == expected.encode("utf-8")
