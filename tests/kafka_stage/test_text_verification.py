@@ -54,14 +54,15 @@ def brute_force_duplicates(texts: list[str]) -> list[bool]:
     ]
 
 
-def test_verdicts_near_the_threshold_are_brute_forces(stage: Stage) -> None:
+@pytest.mark.parametrize("signing_processes", [0, 1], ids=["signed-in-place", "texts-from-a-signer-process"])
+def test_verdicts_near_the_threshold_are_brute_forces(stage: Stage, signing_processes: int) -> None:
     texts = [d.text for d in planted_stream(500, dup_fraction=0.4, seed=9, paragraphs=stdlib_paragraphs())]
     truth = brute_force_duplicates(texts)
     sketch_only = make_detector(DetectionConfig()).process([f"doc-{i}" for i in range(len(texts))], texts)
     assert [v.verdict == "duplicate" for v in sketch_only] != truth  # the stream is hard for the sketch alone
     produce(stage.bootstrap, stage.input_topic, document_messages([(t, 0) for t in texts], partitions=3))
     events = Settled()
-    settings = stage.settings(batch_size=25)
+    settings = stage.settings(batch_size=25, signing_processes=signing_processes)
     with worker_thread(settings, events=events):
         records = read_committed(stage.bootstrap, stage.output_topic, len(texts))
     verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
