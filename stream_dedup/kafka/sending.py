@@ -13,13 +13,16 @@ A record with neither goes where kafka-python puts it (any partition).
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from kafka import KafkaProducer
+from kafka import KafkaProducer, TopicPartition
 
 from stream_dedup.kafka.clients import PRODUCER_TUNING
 from stream_dedup.kafka.murmur2 import partitions_of
+from stream_dedup.kafka.record_batches import append_batches
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
+
+#: Records larger than this (key, value and headers) go through kafka-python's ``send``, which checks their size.
+_LARGE_RECORD = PRODUCER_TUNING["batch_size"] // 4
 
 
 @dataclass(frozen=True)
@@ -31,38 +34,62 @@ class Send:
     partition: int | None = None
 
 
-def send_all(producer: KafkaProducer, sends: Sequence[Send], limits: Mapping[str, SizeLimit]) -> list[Any]:
-    """Send ``sends`` in order (a transaction must be open); their futures, in the same order.
+def send_all(producer: KafkaProducer, sends: Sequence[Send], limits: Mapping[str, SizeLimit]) -> None:
+    """Send ``sends`` (a transaction must be open), in order within each partition.
 
-    kafka-python fills a batch up to its ``batch_size`` whatever the topic
-    accepts, and the broker refuses a batch over the topic's limit (the
-    transaction would fail at every retry): to a narrow topic (``limits``),
-    each record travels alone.
+    Records of a known partition are queued a partition at a time as whole
+    batches (:mod:`stream_dedup.kafka.record_batches`). kafka-python's
+    ``send`` takes the others:
+
+    * records with neither a partition nor a key (it picks a partition);
+    * large records (it checks them against ``max_request_size``);
+    * records to a narrow topic (``limits``). kafka-python fills a batch up
+      to its ``batch_size`` whatever the topic accepts, and the broker refuses
+      a batch over the topic's limit (the transaction would fail at every
+      retry), so each of these travels alone.
+
+    Before such a record goes, the topic's queued records go, so a partition
+    keeps the order of ``sends``. A producer other than kafka-python's own (a
+    test's fake, a wrapper) gets every record through its ``send``.
     """
-    partitions = keyed_partitions(producer, sends)
-    futures = []
-    for send, partition in zip(sends, partitions, strict=True):
+    batched = isinstance(producer, KafkaProducer)
+    narrow_topics = {topic for topic, limit in limits.items() if limit.is_narrow(PRODUCER_TUNING["batch_size"])}
+    pending: defaultdict[TopicPartition, list[OutgoingRecord]] = defaultdict(list)
+    for send, partition in zip(sends, keyed_partitions(producer, sends), strict=True):
         record = send.record
-        futures.append(
-            producer.send(send.topic, key=record.key, value=record.value, headers=record.headers, partition=partition)
-        )
-        limit = limits.get(send.topic)
-        if limit is not None and limit.is_narrow(PRODUCER_TUNING["batch_size"]):
+        narrow = send.topic in narrow_topics
+        if batched and partition is not None and not narrow and _size(record) <= _LARGE_RECORD:
+            pending[TopicPartition(send.topic, partition)].append(record)
+            continue
+        for queued in [tp for tp in pending if tp.topic == send.topic]:
+            append_batches(producer, queued, pending.pop(queued))
+        producer.send(send.topic, key=record.key, value=record.value, headers=record.headers, partition=partition)
+        if narrow:
             producer.flush()
-    return futures
+    for queued, records in pending.items():
+        append_batches(producer, queued, records)
+
+
+def _size(record: OutgoingRecord) -> int:
+    key, value, headers = record
+    size = len(key or b"") + len(value or b"")
+    return size + sum(len(name) + len(v or b"") for name, v in headers) if headers else size
 
 
 def keyed_partitions(producer: KafkaProducer, sends: Sequence[Send]) -> list[int | None]:
-    """Each send's partition: its own, else its key's (Kafka's default partitioner), else ``None``."""
+    """Each send's partition: its own (which must exist), else its key's (Kafka's partitioner), else ``None``."""
     partitions: list[int | None] = [send.partition for send in sends]
     by_topic: defaultdict[str, list[int]] = defaultdict(list)
     for position, send in enumerate(sends):
-        if send.partition is None and send.record.key is not None:
-            by_topic[send.topic].append(position)
+        by_topic[send.topic].append(position)
     for topic, positions in by_topic.items():
         # As kafka-python's partitioner: every partition of the topic, available or not, in order.
         known = sorted(producer.partitions_for(topic))
-        keys = [sends[position].record.key or b"" for position in positions]
-        for position, index in zip(positions, partitions_of(keys, len(known)).tolist(), strict=True):
+        unknown = sorted(str(p) for p in {sends[q].partition for q in positions} - {None, *known})
+        if unknown:
+            raise ValueError(f"topic {topic} has no partition {', '.join(unknown)} (its partitions: {known})")
+        keyed = [p for p in positions if partitions[p] is None and sends[p].record.key is not None]
+        keys = [sends[position].record.key or b"" for position in keyed]
+        for position, index in zip(keyed, partitions_of(keys, len(known)).tolist(), strict=True):
             partitions[position] = known[index]
     return partitions
