@@ -44,6 +44,9 @@ class Folding(NamedTuple):
 #: The defaults.
 DEFAULT_FOLDING = Folding()
 
+#: What ``str.split()`` splits ASCII text on besides the space.
+_ASCII_SEPARATORS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"
+
 #: Unicode's Default_Ignorable_Code_Point property (DerivedCoreProperties.txt, Unicode 15.1), in the basic
 #: multilingual plane and above it: one class of both would be scanned three times slower.
 _INVISIBLE_BMP = re.compile(
@@ -94,7 +97,22 @@ def normalize(text: str, folding: Folding = DEFAULT_FOLDING) -> str:
     ``"a, b"`` becomes ``"a b"``. The result may be empty; callers that need a
     document reject that with :func:`require_text`.
     """
-    return " ".join(fold(text, folding).split())
+    return _collapsed(fold(text, folding))
+
+
+def _collapsed(text: str) -> str:
+    """``" ".join(text.split())``: every run of whitespace one space, none at the ends.
+
+    Most texts are collapsed already (one line, single spaces), and checking
+    that costs a quarter of splitting a text into its words and joining them.
+    """
+    if "  " in text or text[:1] == " " or text[-1:] == " ":
+        return " ".join(text.split())
+    if text.isascii():
+        other_whitespace = any(separator in text for separator in _ASCII_SEPARATORS)
+    else:
+        other_whitespace = not text.isprintable()  # the space is the only printable whitespace
+    return " ".join(text.split()) if other_whitespace else text
 
 
 def fold_all(texts: Iterable[str], folding: Folding = DEFAULT_FOLDING) -> list[str]:

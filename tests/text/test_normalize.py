@@ -1,9 +1,11 @@
+import sys
+
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.errors import InputError
-from stream_dedup.text import Folding, normalize, normalize_all
+from stream_dedup.text import Folding, fold, normalize, normalize_all
 
 
 def test_compatibility_forms_case_and_whitespace_are_folded() -> None:
@@ -84,3 +86,26 @@ def test_with_the_setting_off_invisible_characters_are_kept_as_before() -> None:
     with pytest.raises(InputError):
         normalize_all(["\u200b\u200d \ufeff"])
     assert normalize_all(["\u200b\u200d \ufeff"], Folding(ignore_invisible=False)) == ["\u200b\u200d \ufeff"]
+
+
+#: Every character ``str.split()`` splits on (the whole of Unicode's whitespace).
+WHITESPACE = "".join(c for c in map(chr, range(sys.maxunicode + 1)) if c.isspace())
+
+
+def test_the_space_is_the_only_printable_whitespace() -> None:
+    # What lets a non-ASCII text with no unprintable character skip the split.
+    assert [c for c in WHITESPACE if c.isprintable()] == [" "]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    st.one_of(
+        st.text(),
+        st.text(alphabet=st.sampled_from(f"ab {WHITESPACE}")),
+        st.text(alphabet=st.sampled_from(f"ab é{WHITESPACE}")),
+        st.lists(st.sampled_from(["word", " ", "mot", "слово", *WHITESPACE]), max_size=12).map("".join),
+    ),
+    st.sampled_from([Folding(), Folding(strip_punctuation=True), Folding(ignore_invisible=False)]),
+)
+def test_whitespace_runs_collapse_as_split_and_join_collapse_them(text: str, folding: Folding) -> None:
+    assert normalize(text, folding) == " ".join(fold(text, folding).split())
