@@ -13,7 +13,7 @@ varint). They go to the producer's accumulator as complete batches of its own
 The batch header, the CRC, compression, sequence numbers, retries, splitting,
 the transaction and the delivery all stay kafka-python's. What this module
 touches is private to kafka-python (its accumulator, the builders' fields):
-pyproject pins the major version, and tests/kafka/test_record_batches.py holds
+pyproject pins its minor version, and tests/kafka/test_record_batches.py holds
 the batches byte for byte equal to the ones kafka-python's ``append`` builds.
 """
 
