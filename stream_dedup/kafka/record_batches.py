@@ -20,6 +20,7 @@ the batches byte for byte equal to the ones kafka-python's ``append`` builds.
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import KafkaProducer, TopicPartition
 from kafka.errors import IllegalStateError, UnsupportedVersionError
@@ -58,7 +59,7 @@ def _varint(value: int) -> bytes:
 
 @dataclass(frozen=True)
 class EncodedBatch:
-    """Records encoded back to back: the body of one batch, ``count`` records."""
+    """One batch's records, encoded back to back: ``count`` of them, the largest taking ``largest`` bytes."""
 
     body: bytes
     count: int
@@ -109,7 +110,7 @@ def _headers(headers: Headers) -> bytes:
     return b"".join(out)
 
 
-def filled_builder(batch: EncodedBatch, timestamp_ms: int, magic: int, compression: int, batch_size: int) -> object:
+def filled_builder(batch: EncodedBatch, timestamp_ms: int, magic: int, compression: int, batch_size: int) -> Any:
     """A kafka-python ``MemoryRecordsBuilder`` holding ``batch``, as if its records were appended one by one."""
     records = MemoryRecordsBuilder(magic, compression, batch_size)
     inner = records._builder

@@ -43,8 +43,8 @@ def ours(records: list[OutgoingRecord], compression: int, batch_size: int) -> li
     batches = encoded_batches(records, batch_size)
     built = [filled_builder(batch, TIMESTAMP, 2, compression, batch_size) for batch in batches]
     for b in built:
-        b.close()  # type: ignore[attr-defined]
-    return [b.buffer() for b in built]  # type: ignore[attr-defined]
+        b.close()
+    return [b.buffer() for b in built]
 
 
 @settings(max_examples=300, deadline=None)
