@@ -20,6 +20,7 @@ from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 
 from stream_dedup.kafka.assignor import SingleActiveAssignor
+from stream_dedup.kafka.fetched_records import read_fetches_quickly
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,7 @@ def group_consumer(
     partitions over the members with Kafka's own assignors instead.
     """
     assignors = [SingleActiveAssignor()] if single_active else [RangePartitionAssignor, RoundRobinPartitionAssignor]
-    return KafkaConsumer(
+    consumer = KafkaConsumer(
         **connection.options(),
         group_id=group_id,
         group_instance_id=instance_id,
@@ -121,6 +122,7 @@ def group_consumer(
         heartbeat_interval_ms=max(100, int(session_timeout_seconds * 1000 / 3)),
         max_poll_records=max_poll_records,
     )
+    return read_fetches_quickly(consumer)
 
 
 def end_offsets_reader(connection: KafkaConnection) -> KafkaConsumer:

@@ -12,6 +12,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.fetched_records import read_fetches_quickly
 
 #: Longest one poll waits for records to arrive (the standby's loop also polls its group consumer).
 _POLL_MS = 50
@@ -59,12 +60,14 @@ class SequencedTail:
 
     def _open(self) -> KafkaConsumer:
         if self._consumer is None:
-            self._consumer = KafkaConsumer(
-                **self.connection.options(),
-                group_id=None,
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                auto_offset_reset="none",
+            self._consumer = read_fetches_quickly(
+                KafkaConsumer(
+                    **self.connection.options(),
+                    group_id=None,
+                    enable_auto_commit=False,
+                    isolation_level="read_committed",
+                    auto_offset_reset="none",
+                )
             )
             self._consumer.assign([self.partition])
             self._consumer.seek(self.partition, self.position)

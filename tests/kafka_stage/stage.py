@@ -22,6 +22,8 @@ from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import DuplicateDetector, make_detector
 from stream_dedup.engine.verdict import Verdict
+from stream_dedup.kafka.clients import KafkaConnection, transactional_producer
+from stream_dedup.kafka.fetched_records import read_fetches_quickly
 from stream_dedup.roles.launch import role_runner
 from stream_dedup.roles.session import RoleRunner
 from stream_dedup.text import normalize_all
@@ -283,14 +285,36 @@ def one_run(corpus: Sequence[tuple[str, int]], config: DetectionConfig) -> list[
         )
 
 
-def read_committed(bootstrap: str, topic: str, count: int, timeout: float = 120.0, settle: float = 2.0) -> list[Any]:
-    """Committed records of ``topic``: at least ``count`` of them, plus any that follow within ``settle`` seconds."""
+def in_transaction(bootstrap: str, send: Callable[[KafkaProducer], None], commit: bool = True) -> None:
+    """Run ``send`` with a transactional producer of its own, in one transaction, committed or aborted."""
+    producer = transactional_producer(KafkaConnection(bootstrap), f"test-sending-{uuid.uuid4().hex}", 60)
+    try:
+        producer.init_transactions()
+        producer.begin_transaction()
+        send(producer)
+        if commit:
+            producer.commit_transaction()
+        else:
+            producer.abort_transaction()
+    finally:
+        producer.close()
+
+
+def read_committed(
+    bootstrap: str, topic: str, count: int, timeout: float = 120.0, settle: float = 2.0, quickly: bool = False
+) -> list[Any]:
+    """Committed records of ``topic``: at least ``count`` of them, plus any that follow within ``settle`` seconds.
+
+    Read by kafka-python's own consumer, or with ``quickly`` by the stage's way of reading fetches.
+    """
     consumer = KafkaConsumer(
         bootstrap_servers=bootstrap,
         isolation_level="read_committed",
         enable_auto_commit=False,
         auto_offset_reset="earliest",
     )
+    if quickly:
+        read_fetches_quickly(consumer)
     try:
         partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
         consumer.assign(partitions)

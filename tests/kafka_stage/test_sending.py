@@ -1,6 +1,5 @@
 """Records sent by the stage land, once and in order, on the partition Kafka's own partitioner gives their key."""
 
-import uuid
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -9,11 +8,10 @@ import pytest
 from kafka import KafkaProducer
 from kafka.partitioner.default import murmur2
 
-from stream_dedup.kafka.clients import KafkaConnection, transactional_producer
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.sending import Send, send_all
 
-from .stage import read_committed
+from .stage import in_transaction, read_committed
 
 
 def kafka_partition(key: bytes, partitions: int) -> int:
@@ -25,20 +23,6 @@ def by_partition(records: list[Any]) -> dict[int, list[tuple[bytes | None, bytes
     for record in sorted(records, key=lambda r: (r.partition, r.offset)):
         placed[record.partition].append((record.key, record.value))
     return dict(placed)
-
-
-def in_transaction(bootstrap: str, send: Callable[[KafkaProducer], None], commit: bool = True) -> None:
-    producer = transactional_producer(KafkaConnection(bootstrap), f"test-sending-{uuid.uuid4().hex}", 60)
-    try:
-        producer.init_transactions()
-        producer.begin_transaction()
-        send(producer)
-        if commit:
-            producer.commit_transaction()
-        else:
-            producer.abort_transaction()
-    finally:
-        producer.close()
 
 
 def test_records_land_once_in_order_where_kafkas_partitioner_puts_their_keys(
