@@ -71,9 +71,11 @@ class ValueBlocks:
     def add(self, values: Iterable[tuple[int, int, bytes]]) -> None:
         """Keep each (partition, offset, value); a value held already stays as it is."""
         fresh: dict[int, bytes] = {}
+        groups = self._groups
         for partition, offset, value in values:
             key = pointer_of(partition, offset)
-            if key != NO_SOURCE and self._find(key) is None:
+            # A key of a group no block holds is new: most of a fresh batch's, looked up no further.
+            if key != NO_SOURCE and (key >> _GROUP_BITS not in groups or self._find(key) is None):
                 fresh.setdefault(key, value)
         block: list[tuple[int, bytes]] = []
         size = 0

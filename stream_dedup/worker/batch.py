@@ -123,9 +123,11 @@ def judge_batch(
         verdicts = detector.process_signed(indexed, texts)
         fingerprint = detector.config.fingerprint()
         output, unique_topic = destinations.output_topic, destinations.unique_topic
+        output_limit = destinations.limit(output)
+        unique_limit = destinations.limit(unique_topic) if unique_topic is not None else output_limit
         for verdict, document in zip(verdicts, documents, strict=True):
             value = OutgoingRecord(verdict.id.encode("utf-8"), verdict_value(verdict, document.source, fingerprint), [])
-            if not fits(value, destinations.limit(output)):
+            if not fits(value, output_limit):
                 letters.append(
                     DeadLetter(VERDICT_TOO_LARGE, _too_large("verdict", output), document.source, document.record)
                 )
@@ -140,7 +142,7 @@ def judge_batch(
             # broken document): one that does not fit goes to the dead letters.
             record = document.record
             forward = OutgoingRecord(record.key, record.value, list(record.headers or []))
-            if fits(forward, destinations.limit(unique_topic)):
+            if fits(forward, unique_limit):
                 outgoing.append(Send(unique_topic, forward))
             else:
                 letters.append(

@@ -66,13 +66,17 @@ class BatchFailures:
 
     def succeeded(self, records: Sequence[Any]) -> None:
         """A batch committed: its records are no longer suspect, and the streak is broken."""
-        for record in records:
-            self.suspects.discard(coordinates(record))
-            self.offenders.pop(coordinates(record), None)
+        # Nearly always nothing is suspect: the batch's records are then not looked at.
+        if self.suspects or self.offenders:
+            for record in records:
+                self.suspects.discard(coordinates(record))
+                self.offenders.pop(coordinates(record), None)
         self._reset()
 
     def cut(self, batch: list[Any]) -> tuple[list[Any], list[Any]]:
         """Split ``batch`` so that a suspect is judged alone: (to judge now, to put back)."""
+        if not self.suspects:
+            return batch, []
         for i, record in enumerate(batch):
             if coordinates(record) in self.suspects:
                 return (batch[:1], batch[1:]) if i == 0 else (batch[:i], batch[i:])

@@ -114,7 +114,8 @@ class SigningPipeline:
         self._in_flight, self._refused = [], {}
 
     def _submit(self, records: list[Any]) -> None:
-        refused = {i: self.offenders.get(coordinates(r)) for i, r in enumerate(records)}
+        # Nearly always no record is an offender: the batch's records are then not looked at.
+        refused = {i: self.offenders.get(coordinates(r)) for i, r in enumerate(records)} if self.offenders else {}
         self._refused = {
             i: Refusal(ISOLATED_REASON, f"its batch kept failing: {error}")
             for i, error in refused.items()
