@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import MemberToRemove
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
@@ -123,6 +123,29 @@ def group_consumer(
         max_poll_records=max_poll_records,
     )
     return read_fetches_quickly(consumer)
+
+
+def partition_reader(
+    connection: KafkaConnection, partition: TopicPartition, offset: int, reset: str, **options: Any
+) -> KafkaConsumer:
+    """A consumer of no group reading ``partition`` from ``offset``: committed records only, fetches read quickly.
+
+    ``reset`` is kafka-python's ``auto_offset_reset`` (where to go from an
+    offset the partition no longer holds); ``options`` are more of its settings.
+    """
+    consumer = read_fetches_quickly(
+        KafkaConsumer(
+            **connection.options(),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset=reset,
+            **options,
+        )
+    )
+    consumer.assign([partition])
+    consumer.seek(partition, offset)
+    return consumer
 
 
 def end_offsets_reader(connection: KafkaConnection) -> KafkaConsumer:

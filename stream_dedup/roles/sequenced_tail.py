@@ -11,8 +11,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
-from stream_dedup.kafka.clients import KafkaConnection
-from stream_dedup.kafka.fetched_records import read_fetches_quickly
+from stream_dedup.kafka.clients import KafkaConnection, partition_reader
 
 #: Longest one poll waits for records to arrive (the standby's loop also polls its group consumer).
 _POLL_MS = 50
@@ -60,15 +59,5 @@ class SequencedTail:
 
     def _open(self) -> KafkaConsumer:
         if self._consumer is None:
-            self._consumer = read_fetches_quickly(
-                KafkaConsumer(
-                    **self.connection.options(),
-                    group_id=None,
-                    enable_auto_commit=False,
-                    isolation_level="read_committed",
-                    auto_offset_reset="none",
-                )
-            )
-            self._consumer.assign([self.partition])
-            self._consumer.seek(self.partition, self.position)
+            self._consumer = partition_reader(self.connection, self.partition, self.position, "none")
         return self._consumer

@@ -9,13 +9,12 @@ import logging
 import time
 from typing import Any
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.errors import ChangelogError, ReplayTimeoutError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
-from stream_dedup.kafka.clients import KafkaConnection
-from stream_dedup.kafka.fetched_records import read_fetches_quickly
+from stream_dedup.kafka.clients import KafkaConnection, partition_reader
 from stream_dedup.worker.events import WorkerEvents
 
 log = logging.getLogger(__name__)
@@ -50,19 +49,14 @@ class ChangelogReplay:
         self.positions = dict(positions)
         self.events = events
         self._pending: list[ChangelogEntry] = []
-        self._consumer = read_fetches_quickly(
-            KafkaConsumer(
-                **connection.options(),
-                group_id=None,
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                auto_offset_reset="earliest",
-                fetch_max_bytes=64 << 20,
-                max_partition_fetch_bytes=16 << 20,
-            )
+        self._consumer = partition_reader(
+            connection,
+            self.partition,
+            start_offset,
+            "earliest",
+            fetch_max_bytes=64 << 20,
+            max_partition_fetch_bytes=16 << 20,
         )
-        self._consumer.assign([self.partition])
-        self._consumer.seek(self.partition, start_offset)
 
     def bounds(self) -> tuple[int, int]:
         """(first offset still kept, last stable offset) of the changelog."""

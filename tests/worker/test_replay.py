@@ -8,8 +8,8 @@ import pytest
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.errors import ReplayTimeoutError
+from stream_dedup.kafka import clients
 from stream_dedup.kafka.clients import KafkaConnection
-from stream_dedup.worker import replay
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 
@@ -46,7 +46,7 @@ class CrawlingConsumer:
 
 @pytest.fixture
 def changelog(monkeypatch: pytest.MonkeyPatch) -> ChangelogReplay:
-    monkeypatch.setattr(replay, "KafkaConsumer", CrawlingConsumer)
+    monkeypatch.setattr(clients, "KafkaConsumer", CrawlingConsumer)
     return ChangelogReplay(KafkaConnection("127.0.0.1:9"), "changelog", "documents", "", 0, {}, WorkerEvents())
 
 
