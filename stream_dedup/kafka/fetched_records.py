@@ -56,7 +56,7 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 class QuickPartitionRecords(Fetcher.PartitionRecords):
-    """kafka-python's records of one fetched partition, with the records of v2 batches read by :func:`_records_of`."""
+    """kafka-python's records of one fetched partition, with the records of v2 batches read by :meth:`_records_of`."""
 
     def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any, value_deserializer: Any) -> Iterator[Any]:
         if key_deserializer is not None or value_deserializer is not None:
