@@ -28,6 +28,7 @@ from kafka import KafkaConsumer
 from kafka.consumer.fetcher import ConsumerRecord, Fetcher
 from kafka.errors import CorruptRecordError
 from kafka.protocol.consumer import IsolationLevel
+from kafka.record.util import decode_varint
 
 
 def read_fetches_quickly(consumer: KafkaConsumer) -> KafkaConsumer:
@@ -39,20 +40,6 @@ def read_fetches_quickly(consumer: KafkaConsumer) -> KafkaConsumer:
         # The fetcher makes its records with ``self.PartitionRecords(...)``: this instance's class wins.
         consumer._fetcher.PartitionRecords = QuickPartitionRecords
     return consumer
-
-
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """The zigzag varint at ``pos`` and the position after it."""
-    value = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("a varint longer than 10 bytes")
 
 
 class QuickPartitionRecords(Fetcher.PartitionRecords):
@@ -143,29 +130,29 @@ class QuickPartitionRecords(Fetcher.PartitionRecords):
         try:
             for _ in range(batch._num_records):
                 byte = data[pos]
-                length, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else _varint(data, pos)
+                length, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else decode_varint(data, pos)
                 end = pos + length
                 read += length
                 # The attributes (unused): read as kafka-python reads them, a varint.
-                pos = pos + 1 if data[pos] < 0x80 else _varint(data, pos)[1]
+                pos = pos + 1 if data[pos] < 0x80 else decode_varint(data, pos)[1]
                 byte = data[pos]
-                delta, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else _varint(data, pos)
+                delta, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else decode_varint(data, pos)
                 timestamp = first_timestamp if log_append_time else first_timestamp + delta
                 byte = data[pos]
-                delta, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else _varint(data, pos)
+                delta, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else decode_varint(data, pos)
                 offset = base_offset + delta
                 byte = data[pos]
-                key_size, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else _varint(data, pos)
+                key_size, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else decode_varint(data, pos)
                 key = None
                 if key_size >= 0:
                     key, pos = data[pos : pos + key_size], pos + key_size
                 byte = data[pos]
-                value_size, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else _varint(data, pos)
+                value_size, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else decode_varint(data, pos)
                 value = None
                 if value_size >= 0:
                     value, pos = data[pos : pos + value_size], pos + value_size
                 byte = data[pos]
-                count, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else _varint(data, pos)
+                count, pos = ((byte >> 1) ^ -(byte & 1), pos + 1) if byte < 0x80 else decode_varint(data, pos)
                 headers: list[tuple[str, bytes | None]] = []
                 header_size = -1
                 if count:
@@ -205,11 +192,11 @@ def _read_headers(data: bytes, pos: int, count: int, headers: list[tuple[str, by
     if count < 0:
         raise CorruptRecordError(f"Found invalid number of record headers {count}")
     for _ in range(count):
-        name_size, pos = _varint(data, pos)
+        name_size, pos = decode_varint(data, pos)
         if name_size < 0:
             raise CorruptRecordError(f"Invalid negative header key size {name_size}")
         name, pos = data[pos : pos + name_size].decode("utf-8"), pos + name_size
-        value_size, pos = _varint(data, pos)
+        value_size, pos = decode_varint(data, pos)
         value = None
         if value_size >= 0:
             value, pos = data[pos : pos + value_size], pos + value_size

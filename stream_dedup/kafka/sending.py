@@ -19,9 +19,9 @@ from kafka import KafkaProducer, TopicPartition
 from stream_dedup.kafka.clients import PRODUCER_TUNING
 from stream_dedup.kafka.murmur2 import partitions_of
 from stream_dedup.kafka.record_batches import append_batches
-from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
+from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit, record_bytes
 
-#: Records larger than this (key, value and headers) go through kafka-python's ``send``, which checks their size.
+#: Records larger than this (``record_bytes``) go through kafka-python's ``send``, which checks their size.
 _LARGE_RECORD = PRODUCER_TUNING["batch_size"] // 4
 
 
@@ -60,7 +60,7 @@ def send_all(producer: KafkaProducer, sends: Sequence[Send], limits: Mapping[str
     for send, partition in zip(sends, keyed_partitions(producer, sends), strict=True):
         record = send.record
         narrow = send.topic in narrow_topics
-        if batched and partition is not None and not narrow and _size(record) <= _LARGE_RECORD:
+        if batched and partition is not None and not narrow and record_bytes(record) <= _LARGE_RECORD:
             pending[TopicPartition(send.topic, partition)].append(record)
             continue
         for queued in [tp for tp in pending if tp.topic == send.topic]:
@@ -70,12 +70,6 @@ def send_all(producer: KafkaProducer, sends: Sequence[Send], limits: Mapping[str
             producer.flush()
     for queued, records in pending.items():
         append_batches(producer, queued, records)
-
-
-def _size(record: OutgoingRecord) -> int:
-    key, value, headers = record
-    size = len(key or b"") + len(value or b"")
-    return size + sum(len(name) + len(v or b"") for name, v in headers) if headers else size
 
 
 def keyed_partitions(producer: KafkaProducer, sends: Sequence[Send]) -> list[int | None]:
