@@ -14,8 +14,10 @@ earlier documents its near-copies match. So the text of every document judged
 is kept, compressed in blocks of 16 records read together
 (:mod:`stream_dedup.kafka.value_blocks`), up to the ``text_cache_mb``
 budget, the least recently used first out: about twice as many records as
-their own bytes would fill it with. An earlier document no longer
-held costs a fetch, a round trip and kafka-python parsing the records before
+their own bytes would fill it with. Those let go are kept on local disk, up
+to the ``text_spool_mb`` budget (:mod:`stream_dedup.kafka.block_spool`),
+and read from there (tens of µs). An earlier document held in neither
+costs a fetch, a round trip and kafka-python parsing the records before
 it in its record batch (about 2 ms in all, on the worker's loop); a held one
 costs the decompression of its block (about 20 µs).
 
@@ -51,6 +53,7 @@ import numpy as np
 import numpy.typing as npt
 from kafka.errors import KafkaError
 
+from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, coordinates_of, document_text, match_coordinates
 from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, FETCH_BYTES, RecordGone, RecordLookup
@@ -81,9 +84,17 @@ class RecordTexts:
     """Normalised texts of the documents of ``topic``, by source pointer (a ``DocumentTexts``)."""
 
     def __init__(
-        self, connection: KafkaConnection, topic: str, reading: InputReading, cache_bytes: int = DEFAULT_CACHE_BYTES
+        self,
+        connection: KafkaConnection,
+        topic: str,
+        reading: InputReading,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        spool: BlockSpool | None = None,
     ) -> None:
-        """``cache_bytes``: the memory for record values kept (compressed), the batches' and those fetched."""
+        """``cache_bytes``: the memory for record values kept (compressed), the batches' and those fetched.
+
+        ``spool``: where the values the memory lets go are kept (and closed with this).
+        """
         self._connection = connection
         self._topic = topic
         self._reading = reading
@@ -91,7 +102,8 @@ class RecordTexts:
         #: Reads spans (see expect()): asks more of a fetch, keeps nothing itself.
         self._span_lookup: RecordLookup | None = None
         self._lookup_bytes = min(_LOOKUP_BYTES, cache_bytes // 8)
-        self._values = ValueBlocks(cache_bytes - self._lookup_bytes)
+        self._spool = spool
+        self._values = ValueBlocks(cache_bytes - self._lookup_bytes, spool)
         #: The kept values (see _TEXT) of the batch being judged, uncompressed: every pair has one document in it.
         self._batch: dict[tuple[int, int], bytes] = {}
         #: Partition -> [start, end) offsets of the expected batch not read yet (see expect()).
@@ -139,6 +151,8 @@ class RecordTexts:
             if lookup is not None:
                 lookup.close()
         self._lookup = self._span_lookup = None
+        if self._spool is not None:
+            self._spool.close()
 
     def _text(self, kept: bytes | None) -> str | None:
         if kept is None:

@@ -15,14 +15,21 @@ group (the blocks holding any of its offsets, usually one or two), not one
 per record, which would cost a fifth of the memory. Reading one value
 decompresses its block, about 20 µs, against the 2 ms of a fetch; the block
 read last stays decompressed, since neighbours are often asked for together.
+
+A block dropped for room goes to the disk spool, if the stage has one
+(:mod:`stream_dedup.kafka.block_spool`): a value no longer in memory is
+looked for there before the caller fetches it. It is not brought back into
+memory: it stays on disk, read from there, until the spool drops it in turn.
 """
 
+import struct
 from array import array
 from collections.abc import Iterable
 from typing import NamedTuple
 
 import zstandard
 
+from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.messages import pointer_of
 from stream_dedup.kafka.sized_lru import SizedLru
 from stream_dedup.lsh.generation import NO_SOURCE
@@ -41,6 +48,8 @@ _RECORD_OVERHEAD = 16
 _COMPRESSION_LEVEL = 1
 #: A group is the key >> _GROUP_BITS: 16 neighbouring offsets of one partition.
 _GROUP_BITS = 4
+#: A spooled block starts with its number of records (then their keys, their ends, its data).
+_SPOOLED_COUNT = struct.Struct("<I")
 
 
 class _Block(NamedTuple):
@@ -58,15 +67,18 @@ class _Block(NamedTuple):
 class ValueBlocks:
     """Values by (partition, offset), kept compressed; the least recently read blocks go first past ``budget`` bytes."""
 
-    def __init__(self, budget: int) -> None:
+    def __init__(self, budget: int, spool: BlockSpool | None = None) -> None:
+        """``spool``: where blocks dropped for room go, to be read from there; without one they are gone."""
         self._blocks: SizedLru[int, _Block] = SizedLru(budget, _block_bytes)
+        self._spool = spool
         #: Group -> the numbers of the blocks holding records of it.
         self._groups: dict[int, tuple[int, ...]] = {}
         self._made = 0
         self._compressor = zstandard.ZstdCompressor(level=_COMPRESSION_LEVEL)
         self._decompressor = zstandard.ZstdDecompressor()
-        #: The block read last, decompressed (its number, its data): under BLOCK_BYTES and one value.
-        self._last: tuple[int, bytes] = (-1, b"")
+        #: The block read last, decompressed (its number, or its data's own bytes when read from
+        #: the spool; and the data): under BLOCK_BYTES and one value.
+        self._last: tuple[int | bytes, bytes] = (-1, b"")
 
     def add(self, values: Iterable[tuple[int, int, bytes]]) -> None:
         """Keep each (partition, offset, value); a value held already stays as it is."""
@@ -90,14 +102,24 @@ class ValueBlocks:
 
     def get(self, partition: int, offset: int) -> bytes | None:
         """The value kept for (partition, offset), its block now the most recently read; ``None`` if not kept."""
-        found = self._find(pointer_of(partition, offset))
-        if found is None:
-            return None
-        number, i = found
-        block = self._blocks.get(number)
-        assert block is not None
-        if self._last[0] != number:
-            self._last = (number, self._decompressor.decompress(block.data))
+        key = pointer_of(partition, offset)
+        found = self._find(key)
+        if found is not None:
+            number, i = found
+            block = self._blocks.get(number)
+            assert block is not None
+            return self._value(number, block, i)
+        if self._spool is not None and key != NO_SOURCE:
+            for spooled in self._spool.blocks_of(key >> _GROUP_BITS):
+                block = _unspooled(spooled)
+                if key in block.keys:
+                    return self._value(block.data, block, block.keys.index(key))
+        return None
+
+    def _value(self, name: int | bytes, block: _Block, i: int) -> bytes:
+        """The ``i``-th value of ``block``, which is now the one read last (``name``: what tells it from others)."""
+        if self._last[0] != name:
+            self._last = (name, self._decompressor.decompress(block.data))
         return self._last[1][block.ends[i - 1] if i else 0 : block.ends[i]]
 
     def _find(self, key: int) -> tuple[int, int] | None:
@@ -123,7 +145,10 @@ class ValueBlocks:
         for group in {key >> _GROUP_BITS for key, _ in items}:
             self._groups[group] = (*self._groups.get(group, ()), number)
         for dropped_number, dropped in self._blocks.put(number, block):
-            for group in {key >> _GROUP_BITS for key in dropped.keys}:
+            dropped_groups = {key >> _GROUP_BITS for key in dropped.keys}
+            if self._spool is not None:
+                self._spool.put(dropped_groups, _spooled(dropped))
+            for group in dropped_groups:
                 rest = tuple(n for n in self._groups[group] if n != dropped_number)
                 if rest:
                     self._groups[group] = rest
@@ -133,3 +158,17 @@ class ValueBlocks:
 
 def _block_bytes(block: _Block) -> int:
     return len(block.data) + _BLOCK_OVERHEAD + len(block.keys) * _RECORD_OVERHEAD
+
+
+def _spooled(block: _Block) -> bytes:
+    """``block`` as the spool keeps it (native byte order: it is read back by the process that wrote it)."""
+    return _SPOOLED_COUNT.pack(len(block.keys)) + block.keys.tobytes() + block.ends.tobytes() + block.data
+
+
+def _unspooled(spooled: bytes) -> _Block:
+    (count,) = _SPOOLED_COUNT.unpack_from(spooled)
+    keys, ends = array("Q"), array("Q")
+    start = _SPOOLED_COUNT.size
+    keys.frombytes(spooled[start : start + 8 * count])
+    ends.frombytes(spooled[start + 8 * count : start + 16 * count])
+    return _Block(keys, ends, spooled[start + 16 * count :])

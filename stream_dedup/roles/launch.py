@@ -1,6 +1,5 @@
 """Which role a process runs, from its settings: the runner for ``role`` = signer, shard or judge."""
 
-from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.roles.judge import Judge
 from stream_dedup.roles.session import RoleRunner
 from stream_dedup.roles.shard import Shard, records_per_step, snapshot_directory
@@ -19,11 +18,7 @@ def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) ->
         return RoleRunner(s, lambda: Signer(s), events, single_active=False, max_poll_records=s.batch_size)
     if s.role == "shard":
         store = SnapshotStore(snapshot_directory(s), s.snapshots_kept)
-        texts = (
-            RecordTexts(s.connection(), s.input_topic, s.input_reading(), s.text_cache_bytes)
-            if s.detection.settles_with_texts
-            else None
-        )
+        texts = s.record_texts(str(snapshot_directory(s)))
         return RoleRunner(s, lambda: Shard(s, store, events, texts), events, max_poll_records=records_per_step(s))
     if s.role == "judge":
         forwards = (

@@ -245,9 +245,8 @@ class Worker:
             opened.callback(self._close_consumer, consumer)
             end_offsets = end_offsets_reader(s.connection())
             opened.callback(end_offsets.close)
-            texts = None
-            if s.detection.settles_with_texts:
-                texts = RecordTexts(s.connection(), s.input_topic, s.input_reading(), s.text_cache_bytes)
+            texts = s.record_texts(s.snapshot_dir)
+            if texts is not None:
                 opened.callback(texts.close)
             _Session(self, replay, detector, schedule, producer, consumer, end_offsets, texts).run()
 

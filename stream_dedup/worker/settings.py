@@ -15,8 +15,10 @@ from typing import Literal, TypeVar
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import ConfigError
+from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputFormat, InputReading
+from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.cores import default_signing_processes
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -130,6 +132,11 @@ class WorkerSettings(ConnectionSettings):
         "memory for input records read again to settle pairs near the threshold by their texts; "
         "the least recently used go first",
     )
+    text_spool_mb: int = _setting(
+        1024,
+        "local disk (in snapshot_dir, freed when the process ends) for the input records text_cache_mb lets go, "
+        "read from there instead of fetched again; 0: none",
+    )
     signing_processes: int = _computed_setting(
         default_signing_processes,
         "processes that read and sign the next batch while this one is judged and committed "
@@ -230,6 +237,10 @@ class WorkerSettings(ConnectionSettings):
             )
         if not 1 <= self.text_cache_mb <= 65_536:
             raise ConfigError("text_cache_mb", f"must be between 1 and 65536 (64 GiB), got {self.text_cache_mb}")
+        if not 0 <= self.text_spool_mb <= 1_048_576:
+            raise ConfigError(
+                "text_spool_mb", f"must be between 0 (none) and 1048576 (1 TiB), got {self.text_spool_mb}"
+            )
         if not 0 <= self.signing_processes <= _MAX_SIGNING_PROCESSES:
             raise ConfigError(
                 "signing_processes",
@@ -308,6 +319,16 @@ class WorkerSettings(ConnectionSettings):
     def connection(self, client_id: str | None = None) -> KafkaConnection:
         """The stage's clients are named after the replica (``stream-dedup-INSTANCE_ID``)."""
         return super().connection(client_id or f"stream-dedup-{self.instance_id}")
+
+    def record_texts(self, spool_directory: str) -> RecordTexts | None:
+        """What reads input records again for the pairs settled by text (spooling to ``spool_directory``).
+
+        ``None`` if the detection method settles no pair by text.
+        """
+        if not self.detection.settles_with_texts:
+            return None
+        spool = BlockSpool(spool_directory, self.text_spool_mb << 20) if self.text_spool_mb else None
+        return RecordTexts(self.connection(), self.input_topic, self.input_reading(), self.text_cache_bytes, spool)
 
     def input_reading(self) -> InputReading:
         return InputReading(

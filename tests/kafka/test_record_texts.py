@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.errors import KafkaError, KafkaTimeoutError
 
+from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, document_text
 from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
@@ -105,6 +107,21 @@ def test_past_the_budget_the_least_recently_used_are_fetched_again(asked: list[t
     assert 0 < len(held) < len(paragraphs)
     assert held == list(range(held[0], len(paragraphs)))  # the newest
     assert [offset for _, _, offset in asked] == list(range(held[0]))
+
+
+def test_with_a_spool_the_records_memory_lets_go_are_read_from_disk_not_fetched(
+    asked: list[tuple[str, int, int]], tmp_path: Path
+) -> None:
+    paragraphs = list(stdlib_paragraphs(400)[:150])
+    spool = BlockSpool(str(tmp_path), 1 << 30)
+    kept = RecordTexts(KafkaConnection("127.0.0.1:1"), "documents", InputReading(), 32 << 10, spool)
+    batch = records(paragraphs)
+    for start in range(0, len(batch), 10):
+        kept.keep(batch[start : start + 10])
+    assert kept.texts_of(pointers(0, range(len(paragraphs)))) == [normalize(p) for p in paragraphs]
+    assert asked == [] and spool.disk_bytes > 0
+    kept.close()
+    assert spool.disk_bytes == 0  # closed with the texts: its disk freed
 
 
 def test_the_batch_being_judged_needs_no_fetch_whatever_the_budget(asked: list[tuple[str, int, int]]) -> None:

@@ -1,6 +1,7 @@
 """Record values kept compressed in blocks: every value comes back as added, and the budget is the memory."""
 
 import tracemalloc
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -8,6 +9,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.value_blocks import ValueBlocks
 from tests.real_text import stdlib_paragraphs
 
@@ -52,6 +54,43 @@ def test_past_the_budget_a_value_is_gone_or_right_never_wrong(
             assert blocks.get(partition, offset) in (None, first[(partition, offset)])
     for key, value in first.items():
         assert blocks.get(*key) in (None, value)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.integers(0, 3000),
+    st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(0, 60)), max_size=40)),
+)
+def test_with_a_spool_every_value_dropped_from_memory_comes_back_from_disk(
+    tmp_path_factory: pytest.TempPathFactory, budget: int, batches: list[list[tuple[int, int]]]
+) -> None:
+    """A record's value never changes; whatever memory lets go, the spool gives back, read between adds."""
+
+    def value(partition: int, offset: int) -> bytes:
+        return b"%d:%d:" % (partition, offset) + bytes([offset]) * (offset * 37 % 200 + partition)
+
+    spool = BlockSpool(str(tmp_path_factory.mktemp("spool")), 1 << 30)
+    blocks = ValueBlocks(budget, spool)
+    added: dict[tuple[int, int], bytes] = {}
+    for batch in batches:
+        blocks.add((p, o, value(p, o)) for p, o in batch)
+        added.update(((p, o), value(p, o)) for p, o in batch)
+        for p, o in batch[::3]:
+            assert blocks.get(p, o) == added[(p, o)]
+    assert {key: blocks.get(*key) for key in added} == added
+    assert blocks.get(4, 0) is None
+    spool.close()
+
+
+def test_without_room_in_memory_prose_is_read_from_the_spool(tmp_path: Path) -> None:
+    """Budget for a few blocks, 900 paragraphs: all come back, most from disk, and the disk holds them compressed."""
+    paragraphs = [p.encode() for p in stdlib_paragraphs()[:900]]
+    spool = BlockSpool(str(tmp_path), 1 << 30)
+    blocks = ValueBlocks(16 << 10, spool)
+    for start in range(0, len(paragraphs), 100):
+        blocks.add((0, offset, paragraphs[offset]) for offset in range(start, start + 100))
+    assert [blocks.get(0, offset) for offset in range(len(paragraphs))] == paragraphs
+    assert 0 < spool.disk_bytes < sum(map(len, paragraphs)) * 0.7
 
 
 _ZSTD_COMPRESSOR = zstandard.ZstdCompressor
