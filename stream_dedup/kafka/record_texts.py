@@ -46,6 +46,7 @@ estimate, counted as unsettled.
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -75,6 +76,10 @@ _SPAN_EXTRA = 64
 _SPAN_FETCH_BYTES = 1 << 20
 #: Of the budget, what the lookup keeps of the records a fetch brings after the one asked for (at most an eighth).
 _LOOKUP_BYTES = 1 << 20
+#: Where a text asked for came from (:meth:`RecordTexts.take_reads`): the batch being judged, the
+#: memory (``text_cache_mb``), the disk spool (``text_spool_mb``), Kafka (its span or a fetch), or
+#: nowhere (the record gone, or not read in time).
+TEXT_SOURCES = ("batch", "memory", "disk", "kafka", "none")
 #: What a kept value starts with: the document's normalised text (UTF-8) follows, or the record's value.
 _TEXT = b"t"
 _VALUE = b"v"
@@ -110,6 +115,7 @@ class RecordTexts:
         self._spans: dict[int, tuple[int, int]] = {}
         #: No lookup is tried before this time (monotonic): the last try found no broker.
         self._next_try = float("-inf")
+        self._reads: Counter[str] = Counter()
 
     def keep(self, records: Sequence[Any]) -> None:
         """The records of the batch being judged, consumed already: their texts will need no fetch, now or later."""
@@ -161,15 +167,25 @@ class RecordTexts:
             return kept[1:].decode("utf-8")
         return document_text(kept[1:], self._reading)
 
+    def take_reads(self) -> Counter[str]:
+        """The texts asked for since the last call, by where each came from (:data:`TEXT_SOURCES`)."""
+        reads, self._reads = self._reads, Counter()
+        return reads
+
     def _value(self, pointer: int, deadline: float) -> bytes | None:
         """What is kept (see _TEXT) of the record at ``pointer``, read in its span or fetched; ``None`` if gone."""
         partition, offset = match_coordinates(pointer)
-        kept = self._batch.get((partition, offset)) or self._values.get(partition, offset)
+        kept, source = self._batch.get((partition, offset)), "batch"
+        if kept is None:
+            kept, source = self._values.get(partition, offset), "memory"
+        if kept is None:
+            kept, source = self._values.get_spooled(partition, offset), "disk"
         if kept is None and time.monotonic() <= deadline:
-            kept = self._read_span(partition, offset)
+            kept, source = self._read_span(partition, offset), "kafka"
         # Opening a lookup may have taken until the deadline.
         if kept is None and time.monotonic() <= deadline:
             kept = self._fetch(partition, offset)
+        self._reads[source if kept is not None else "none"] += 1
         return kept
 
     def _read_span(self, partition: int, offset: int) -> bytes | None:

@@ -17,9 +17,10 @@ decompresses its block, about 20 µs, against the 2 ms of a fetch; the block
 read last stays decompressed, since neighbours are often asked for together.
 
 A block dropped for room goes to the disk spool, if the stage has one
-(:mod:`stream_dedup.kafka.block_spool`): a value no longer in memory is
-looked for there before the caller fetches it. It is not brought back into
-memory: it stays on disk, read from there, until the spool drops it in turn.
+(:mod:`stream_dedup.kafka.block_spool`), where the caller looks for a value
+no longer in memory (:meth:`ValueBlocks.get_spooled`) before fetching it. It
+is not brought back into memory: it stays on disk, read from there, until
+the spool drops it in turn.
 """
 
 import struct
@@ -101,19 +102,24 @@ class ValueBlocks:
             self._make_block(block)
 
     def get(self, partition: int, offset: int) -> bytes | None:
-        """The value kept for (partition, offset), its block now the most recently read; ``None`` if not kept."""
+        """The value kept in memory for (partition, offset), its block now the most recently read; else ``None``."""
+        found = self._find(pointer_of(partition, offset))
+        if found is None:
+            return None
+        number, i = found
+        block = self._blocks.get(number)
+        assert block is not None
+        return self._value(number, block, i)
+
+    def get_spooled(self, partition: int, offset: int) -> bytes | None:
+        """The value the spool holds for (partition, offset), read from disk; ``None`` if none (or no spool)."""
         key = pointer_of(partition, offset)
-        found = self._find(key)
-        if found is not None:
-            number, i = found
-            block = self._blocks.get(number)
-            assert block is not None
-            return self._value(number, block, i)
-        if self._spool is not None and key != NO_SOURCE:
-            for spooled in self._spool.blocks_of(key >> _GROUP_BITS):
-                block = _unspooled(spooled)
-                if key in block.keys:
-                    return self._value(block.data, block, block.keys.index(key))
+        if self._spool is None or key == NO_SOURCE:
+            return None
+        for spooled in self._spool.blocks_of(key >> _GROUP_BITS):
+            block = _unspooled(spooled)
+            if key in block.keys:
+                return self._value(block.data, block, block.keys.index(key))
         return None
 
     def _value(self, name: int | bytes, block: _Block, i: int) -> bytes:

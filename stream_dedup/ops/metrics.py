@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.documents import REASONS
 from stream_dedup.engine.verdict import VerdictKind
+from stream_dedup.kafka.record_texts import TEXT_SOURCES
 from stream_dedup.roles.unique_forwards import UNIQUE_RECORD_GONE
 from stream_dedup.worker.batch import UNIQUE_TOO_LARGE, VERDICT_TOO_LARGE
 from stream_dedup.worker.events import Role
@@ -134,6 +135,13 @@ class WorkerMetrics:
             ["outcome"],
             registry=r,
         )
+        self.text_reads = Counter(
+            "stream_dedup_text_reads_total",
+            "Texts of input records read again for pairs settled by text, by where each came from: "
+            "batch, memory (text_cache_mb), disk (text_spool_mb), kafka (fetched), none (gone).",
+            ["source"],
+            registry=r,
+        )
         self.hot_bucket_skips = Counter(
             "stream_dedup_hot_bucket_skips_total",
             "Band buckets skipped or capped for holding too many documents.",
@@ -232,6 +240,8 @@ class WorkerMetrics:
             self.transactions.labels(outcome)
         for outcome in ("settled", "unsettled"):
             self.text_verifications.labels(outcome)
+        for source in TEXT_SOURCES:
+            self.text_reads.labels(source)
         self.set_role("restoring")
 
     def set_build_info(self, config: DetectionConfig, version: str) -> None:

@@ -60,6 +60,7 @@ class MetricsEvents(WorkerEvents):
                 report.verified_pairs,
                 report.settled_by_text,
                 report.unsettled,
+                report.text_reads,
             )
         )
         m.transactions.labels("committed").inc()
@@ -146,6 +147,8 @@ class MetricsEvents(WorkerEvents):
         m.verified_candidates.inc(probes.verified_pairs)
         m.text_verifications.labels("settled").inc(probes.settled_by_text)
         m.text_verifications.labels("unsettled").inc(probes.unsettled)
+        for source, count in probes.text_reads.items():
+            m.text_reads.labels(source).inc(count)
 
     def merge_waited(self, seconds: float) -> None:
         self.metrics.merge_wait.set(seconds)

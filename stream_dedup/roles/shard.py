@@ -40,6 +40,7 @@ standby had not tailed yet                 (a snapshot or a rebuild)           r
 
 import logging
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -204,7 +205,9 @@ class Shard(RoleWork):
             for value in encode_answers(record, self.digest)
         ]
         found = np.concatenate(candidates) if candidates else np.zeros(0, dtype=np.int64)
-        probes = ProbeCounts(found, *(int(n) for n in counted))
+        pairs, verified, settled, unsettled = (int(n) for n in counted)
+        reads = self.texts.take_reads() if self.texts is not None else Counter()
+        probes = ProbeCounts(found, pairs, verified, settled, unsettled, reads)
         indexed, size = len(self.index), self.index.memory_bytes()
         report = StepReport("shard", documents, indexed_documents=indexed, index_bytes=size, probes=probes)
         return Outgoing(sends, {self.partition: end}, report)

@@ -179,6 +179,7 @@ def judge_batch(
             duplicates=duplicates,
             settled_by_text=stats.settled_by_text - before[2],
             unsettled=stats.unsettled - before[3],
+            text_reads=texts.take_reads() if texts is not None else Counter(),
         ),
         started=started,
     )

@@ -45,6 +45,8 @@ class BatchReport:
         settled_by_text, unsettled: pairs too near the threshold for the
             sketch, judged by their texts, or left to the estimate for want
             of a text (see engine.text_verification).
+        text_reads: the texts those pairs asked for, by where each came from
+            (``kafka.record_texts.TEXT_SOURCES``).
     """
 
     verdicts: Counter[str]
@@ -62,6 +64,7 @@ class BatchReport:
     duplicates: Sequence[PublishedDuplicate] = ()
     settled_by_text: int = 0
     unsettled: int = 0
+    text_reads: Counter[str] = field(default_factory=Counter)
 
     @property
     def latencies(self) -> npt.NDArray[np.float64]:
@@ -87,6 +90,8 @@ class ProbeCounts:
     verified_pairs: int
     settled_by_text: int
     unsettled: int
+    #: The texts asked for, by where each came from (see :class:`BatchReport`).
+    text_reads: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass(frozen=True)

@@ -75,6 +75,7 @@ def test_the_records_kept_give_their_normalised_texts_without_a_fetch(asked: lis
     assert kept.texts_of(pointers(3, [2, 0, 1])) == [normalize("Ünïcode ﬁne"), "some text here", None]
     assert asked == []
     assert kept.texts_of(pointers(4, [0])) == [None] and asked == [("documents", 4, 0)]
+    assert kept.take_reads() == {"batch": 3, "none": 1}
 
 
 def test_texts_read_by_the_signers_are_kept_as_given_and_never_read_again(asked: list[tuple[str, int, int]]) -> None:
@@ -120,6 +121,9 @@ def test_with_a_spool_the_records_memory_lets_go_are_read_from_disk_not_fetched(
         kept.keep(batch[start : start + 10])
     assert kept.texts_of(pointers(0, range(len(paragraphs)))) == [normalize(p) for p in paragraphs]
     assert asked == [] and spool.disk_bytes > 0
+    reads = kept.take_reads()
+    assert reads["batch"] == 10 and reads["memory"] > 0 and reads["disk"] > 0 and reads.total() == len(paragraphs)
+    assert kept.take_reads() == {}
     kept.close()
     assert spool.disk_bytes == 0  # closed with the texts: its disk freed
 

@@ -26,6 +26,7 @@ from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.text import normalize_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 from stream_dedup.worker.events import BatchReport, WorkerEvents
+from stream_dedup.worker.settings import WorkerSettings
 from tests.real_text import stdlib_paragraphs
 
 from .stage import Stage, document_messages, produce, read_committed, worker_thread
@@ -38,10 +39,12 @@ class Settled(WorkerEvents):
 
     def __init__(self) -> None:
         self.settled = self.unsettled = 0
+        self.reads: Counter[str] = Counter()
 
     def batch_committed(self, report: BatchReport) -> None:
         self.settled += report.settled_by_text
         self.unsettled += report.unsettled
+        self.reads.update(report.text_reads)
 
 
 def brute_force_duplicates(texts: list[str]) -> list[bool]:
@@ -68,6 +71,29 @@ def test_verdicts_near_the_threshold_are_brute_forces(stage: Stage, signing_proc
     verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
     assert [verdicts[f"doc-{i}"]["verdict"] == "duplicate" for i in range(len(texts))] == truth
     assert events.settled > 0 and events.unsettled == 0
+
+
+@pytest.mark.parametrize("spool_mb", [1, 0], ids=["texts-let-go-read-from-disk", "no-spool-texts-fetched"])
+def test_texts_the_memory_lets_go_come_from_the_disk_spool_else_from_kafka(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch, spool_mb: int
+) -> None:
+    """16 KB of text cache for 500 documents: earlier texts are read from disk, or fetched without a spool."""
+    monkeypatch.setattr(WorkerSettings, "text_cache_bytes", property(lambda _: 16 << 10))
+    texts = [d.text for d in planted_stream(500, dup_fraction=0.4, seed=9, paragraphs=stdlib_paragraphs())]
+    truth = brute_force_duplicates(texts)
+    produce(stage.bootstrap, stage.input_topic, document_messages([(t, 0) for t in texts], partitions=3))
+    events = Settled()
+    settings = stage.settings(batch_size=25, signing_processes=0, text_spool_mb=spool_mb)
+    with worker_thread(settings, events=events):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(texts))
+    verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
+    assert [verdicts[f"doc-{i}"]["verdict"] == "duplicate" for i in range(len(texts))] == truth
+    assert events.unsettled == 0 and events.reads["none"] == 0
+    if spool_mb:
+        assert events.reads["disk"] > 0 and events.reads["kafka"] == 0
+    else:
+        assert events.reads["disk"] == 0 and events.reads["kafka"] > 0
+    assert events.reads["batch"] > 0 and events.reads["memory"] > 0
 
 
 def test_record_texts_gives_normalised_texts_and_none_for_what_it_cannot_read(stage: Stage) -> None:

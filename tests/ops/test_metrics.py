@@ -3,6 +3,7 @@
 import math
 import re
 import time
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -37,6 +38,7 @@ CONTRACT = [
     ("verified_candidates", "stream_dedup_verified_candidates_total", "counter", ()),
     ("hot_bucket_skips", "stream_dedup_hot_bucket_skips_total", "counter", ()),
     ("text_verifications", "stream_dedup_text_verifications_total", "counter", ("outcome",)),
+    ("text_reads", "stream_dedup_text_reads_total", "counter", ("source",)),
     ("snapshot_duration", "stream_dedup_snapshot_duration_seconds", "histogram", ()),
     ("snapshot_pause", "stream_dedup_snapshot_pause_seconds", "histogram", ()),
     ("snapshot_size", "stream_dedup_snapshot_size_bytes", "gauge", ()),
@@ -296,7 +298,9 @@ def test_role_steps_fill_the_latency_batch_and_candidate_series_as_one_process_b
             3,
             indexed_documents=2,
             index_bytes=700,
-            probes=ProbeCounts(np.array([0, 2, 1]), 3, verified_pairs=2, settled_by_text=1, unsettled=0),
+            probes=ProbeCounts(
+                np.array([0, 2, 1]), 3, verified_pairs=2, settled_by_text=1, unsettled=0, text_reads=Counter(disk=2)
+            ),
         ),
         0.1,
     )
@@ -308,6 +312,8 @@ def test_role_steps_fill_the_latency_batch_and_candidate_series_as_one_process_b
     assert sample(metrics, "stream_dedup_candidates_total") == 3
     assert sample(metrics, "stream_dedup_verified_candidates_total") == 2
     assert sample(metrics, "stream_dedup_text_verifications_total", outcome="settled") == 1
+    assert sample(metrics, "stream_dedup_text_reads_total", source="disk") == 2
+    assert sample(metrics, "stream_dedup_text_reads_total", source="kafka") == 0
     # The record without a timestamp is left out; the other waited about 2 s.
     assert sample(metrics, "stream_dedup_end_to_end_latency_seconds_count") == 1
     assert 2.0 <= (sample(metrics, "stream_dedup_end_to_end_latency_seconds_sum") or 0) < 10.0
