@@ -91,6 +91,20 @@ def test_a_spool_that_cannot_write_turns_itself_off_with_a_warning(
     assert caplog.text.count("cannot spool texts") == 1
 
 
+def test_a_short_write_a_full_disk_turns_the_spool_off_and_frees_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    spool = BlockSpool(str(tmp_path), 4 * SEGMENT)
+    spool.put([1], b"written whole")
+    monkeypatch.setattr(block_spool.os, "pwrite", lambda fd, data, offset: len(data) // 2)
+    with caplog.at_level(logging.WARNING):
+        spool.put([2], b"half written")
+    monkeypatch.undo()
+    spool.put([3], b"after")
+    assert [list(spool.blocks_of(group)) for group in (1, 2, 3)] == [[], [], []]
+    assert spool.disk_bytes == 0 and "wrote 10 of 20 bytes" in caplog.text  # 12 bytes and the checksum
+
+
 def test_a_block_larger_than_a_segment_is_not_kept(tmp_path: Path) -> None:
     spool = BlockSpool(str(tmp_path), 4 * SEGMENT)
     spool.put([1], b"x" * SEGMENT)
