@@ -73,6 +73,10 @@ snapshot or changelog of other signature   not handled: the process exits 1    t
 parameters, or another input's changelog                                       or topic and what to do
 changelog replay stuck (no broker serves   ``ReplayTimeoutError``: exit 1      "changelog ... replay stuck at offset"
 it)
+the text spool cannot write (disk full),   ``BlockSpool``: turned off (or the  WARNING "cannot spool texts" (or "a
+or a spooled block reads back changed      block left out); the texts are      spooled block ... changed"),
+                                           fetched from Kafka again            ``text_reads_total{source="kafka"}``
+                                                                               grows
 a snapshot write fails (disk full)         ``_Session.snapshot_failed``:       ERROR "snapshot failed",
                                            logged, the loop goes on            ``snapshot_failures_total``
 SIGTERM, SIGINT                            ``Worker.request_stop``: batch      INFO "received SIGTERM", role
