@@ -237,10 +237,8 @@ class WorkerSettings(ConnectionSettings):
             )
         if not 1 <= self.text_cache_mb <= 65_536:
             raise ConfigError("text_cache_mb", f"must be between 1 and 65536 (64 GiB), got {self.text_cache_mb}")
-        if not 0 <= self.text_spool_mb <= 1_048_576:
-            raise ConfigError(
-                "text_spool_mb", f"must be between 0 (none) and 1048576 (1 TiB), got {self.text_spool_mb}"
-            )
+        if not 0 <= self.text_spool_mb <= 65_536:
+            raise ConfigError("text_spool_mb", f"must be between 0 (none) and 65536 (64 GiB), got {self.text_spool_mb}")
         if not 0 <= self.signing_processes <= _MAX_SIGNING_PROCESSES:
             raise ConfigError(
                 "signing_processes",

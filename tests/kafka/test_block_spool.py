@@ -2,6 +2,7 @@
 
 import logging
 import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,24 @@ def test_a_block_comes_back_as_put_while_the_budget_holds_it(
         held = [puts[i][1] for i in sorted(surely_held) if group in puts[i][0]]
         assert all(block in found for block in held)
     spool.close()
+
+
+def test_the_groups_of_a_dropped_segment_are_forgotten(tmp_path: Path) -> None:
+    """Memory stays that of the blocks held (4 segments of 4 blocks), however many were spooled before."""
+    spool = BlockSpool(str(tmp_path), 4 * SEGMENT)
+    for group in range(300):
+        spool.put([group], b"x" * 1000)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for group in range(300, 3300):
+            spool.put([group], b"x" * 1000)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 100_000  # 3,000 groups remembered take about 750 KB
+    held = [group for group in range(3300) if list(spool.blocks_of(group))]
+    assert held == list(range(3300 - len(held), 3300)) and 12 <= len(held) <= 16
 
 
 def test_the_spool_files_are_never_seen_and_gone_when_closed(tmp_path: Path) -> None:
