@@ -198,8 +198,10 @@ class RecordTexts:
         if self._span_lookup is None:
             return None
         span = self._span_lookup.records_between(self._topic, partition, start, end)
-        self._values.add((partition, record.offset, _VALUE + (record.value or b"")) for record in span)
-        return self._values.get(partition, offset)
+        read = {record.offset: _VALUE + (record.value or b"") for record in span}
+        self._values.add((partition, at, value) for at, value in read.items())
+        # From what was read, not the cache: a span larger than the cache's memory is partly on disk already.
+        return read.get(offset)
 
     def _fetch(self, partition: int, offset: int) -> bytes | None:
         """What is kept of the record at ``offset``, fetched alone (and kept); ``None`` if the record is gone."""

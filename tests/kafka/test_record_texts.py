@@ -182,19 +182,27 @@ _COORDINATES = st.tuples(st.integers(0, 2), st.integers(0, 80))
 @given(
     topic=st.dictionaries(_COORDINATES, _VALUES, min_size=1, max_size=120),
     budget=st.integers(1, 20_000),
+    spool_segments=st.integers(0, 3),
     data=st.data(),
 )
-def test_every_text_is_the_records_own_whatever_was_kept_read_or_fetched(
-    topic: dict[tuple[int, int], bytes | None], budget: int, data: st.DataObject
+def test_every_text_is_the_records_own_whatever_was_kept_spooled_read_or_fetched(
+    tmp_path_factory: pytest.TempPathFactory,
+    topic: dict[tuple[int, int], bytes | None],
+    budget: int,
+    spool_segments: int,
+    data: st.DataObject,
 ) -> None:
-    """Batches consumed or expected, budgets that drop blocks, gaps: a text is the record's, or None for a gap."""
+    """Batches consumed or expected, budgets that drop blocks (to a spool of 4 KB segments, or none), gaps:
+    a text is the record's, or None for a gap."""
     reading = InputReading()
     # Mostly coordinates the topic holds (kept, read or fetched), some gaps.
     coordinates = st.one_of(st.sampled_from(sorted(topic)), _COORDINATES)
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("stream_dedup.kafka.record_texts.RecordLookup", TopicLookup)
         patch.setattr(TopicLookup, "TOPIC", topic)
-        kept = texts(cache_bytes=budget)
+        patch.setattr("stream_dedup.kafka.block_spool._MIN_SEGMENT_BYTES", 4096)
+        spool = BlockSpool(str(tmp_path_factory.mktemp("spool")), spool_segments * 4096) if spool_segments else None
+        kept = RecordTexts(KafkaConnection("127.0.0.1:1"), "documents", reading, budget, spool)
         for _ in range(data.draw(st.integers(1, 8))):
             batch = data.draw(st.lists(coordinates, max_size=30))
             held = [(p, o) for p, o in batch if (p, o) in topic]
@@ -210,6 +218,29 @@ def test_every_text_is_the_records_own_whatever_was_kept_read_or_fetched(
             asked = data.draw(st.lists(coordinates, max_size=30))
             expected = [document_text(topic[c], reading) if c in topic else None for c in asked]
             assert kept.texts_of(pointers_of(asked)) == expected
+        kept.close()
+
+
+def test_a_text_read_in_its_span_needs_no_fetch_whatever_the_budget() -> None:
+    """The span's records are taken from what was read: with little memory, some went to disk, or are gone."""
+    topic: dict[tuple[int, int], bytes | None] = {
+        (0, offset): json.dumps({"id": f"d{offset}", "text": f"text number {offset} " * 20}).encode()
+        for offset in range(200)
+    }
+    fetched: list[int] = []
+
+    class FetchCounting(TopicLookup):
+        def fetch(self, topic_name: str, partition: int, offset: int) -> WireRecord | RecordGone:
+            fetched.append(offset)
+            return super().fetch(topic_name, partition, offset)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("stream_dedup.kafka.record_texts.RecordLookup", FetchCounting)
+        patch.setattr(TopicLookup, "TOPIC", topic)
+        kept = texts(cache_bytes=1)
+        kept.expect(pointers(0, range(200)))
+        assert kept.texts_of(pointers(0, [0])) == [normalize("text number 0 " * 20)]
+    assert fetched == []
 
 
 def pointers_of(coordinates: list[tuple[int, int]]) -> np.ndarray:
