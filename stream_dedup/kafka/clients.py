@@ -125,15 +125,13 @@ def group_consumer(
     return read_fetches_quickly(consumer)
 
 
-def partition_reader(
-    connection: KafkaConnection, partition: TopicPartition, offset: int, reset: str, **options: Any
-) -> KafkaConsumer:
-    """A consumer of no group reading ``partition`` from ``offset``: committed records only, fetches read quickly.
+def groupless_consumer(connection: KafkaConnection, reset: str, **options: Any) -> KafkaConsumer:
+    """A consumer of no group, committing nothing: committed records only, fetches read quickly.
 
     ``reset`` is kafka-python's ``auto_offset_reset`` (where to go from an
     offset the partition no longer holds); ``options`` are more of its settings.
     """
-    consumer = read_fetches_quickly(
+    return read_fetches_quickly(
         KafkaConsumer(
             **connection.options(),
             group_id=None,
@@ -143,6 +141,13 @@ def partition_reader(
             **options,
         )
     )
+
+
+def partition_reader(
+    connection: KafkaConnection, partition: TopicPartition, offset: int, reset: str, **options: Any
+) -> KafkaConsumer:
+    """A :func:`groupless_consumer` reading ``partition`` from ``offset``."""
+    consumer = groupless_consumer(connection, reset, **options)
     consumer.assign([partition])
     consumer.seek(partition, offset)
     return consumer

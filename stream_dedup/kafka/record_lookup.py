@@ -17,11 +17,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import TopicPartition
 from kafka.errors import KafkaError
 
-from stream_dedup.kafka.clients import KafkaConnection
-from stream_dedup.kafka.fetched_records import read_fetches_quickly
+from stream_dedup.kafka.clients import KafkaConnection, groupless_consumer
 from stream_dedup.kafka.sized_lru import SizedLru
 
 log = logging.getLogger(__name__)
@@ -77,21 +76,16 @@ class RecordLookup:
         (kafka-python's own wait, 30 s, would hold a caller's batch past its
         own deadline).
         """
-        self._consumer = read_fetches_quickly(
-            KafkaConsumer(
-                **connection.options(),
-                bootstrap_timeout_ms=int(timeout_seconds * 1000),
-                group_id=None,
-                enable_auto_commit=False,
-                isolation_level="read_committed",
-                # Seeking below the partition's start (records deleted) moves to
-                # the start; the offset check in fetch() then finds the gap.
-                auto_offset_reset="earliest",
-                max_poll_records=_RECORDS_PER_POLL,
-                max_partition_fetch_bytes=fetch_bytes,
-                # A topic deleted since it was last listed is not created again by a fetch.
-                allow_auto_create_topics=False,
-            )
+        self._consumer = groupless_consumer(
+            connection,
+            # Seeking below the partition's start (records deleted) moves to
+            # the start; the offset check in fetch() then finds the gap.
+            "earliest",
+            bootstrap_timeout_ms=int(timeout_seconds * 1000),
+            max_poll_records=_RECORDS_PER_POLL,
+            max_partition_fetch_bytes=fetch_bytes,
+            # A topic deleted since it was last listed is not created again by a fetch.
+            allow_auto_create_topics=False,
         )
         self._topics: set[str] = set()
         self._topics_listed = float("-inf")
