@@ -109,9 +109,10 @@ def worker_thread(
 
 
 @contextlib.contextmanager
-def role_threads(*settings: WorkerSettings) -> Iterator[list[RoleRunner]]:
-    """Roles of a sharded stage, each running in a thread of the test process, stopped at the end."""
-    runners = [role_runner(s) for s in settings]
+def role_threads(*settings: WorkerSettings, events: WorkerEvents | None = None) -> Iterator[list[RoleRunner]]:
+    """Roles of a sharded stage, each running in a thread of the test process (all telling ``events``), stopped
+    at the end."""
+    runners = [role_runner(s, events) for s in settings]
     failures: list[BaseException] = []
 
     def run(runner: RoleRunner) -> None:

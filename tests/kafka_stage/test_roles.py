@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +19,7 @@ from stream_dedup.engine.sharding import ShardDetector
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
+from stream_dedup.worker.events import StepReport, WorkerEvents
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
@@ -72,8 +75,21 @@ def one_process_verdicts(
     return published
 
 
+class ShardTextReads(WorkerEvents):
+    """Adds up where the texts the shards' steps read came from."""
+
+    def __init__(self) -> None:
+        self.reads: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def step_committed(self, report: StepReport, seconds: float) -> None:
+        if report.probes is not None:
+            with self._lock:
+                self.reads.update(report.probes.text_reads)
+
+
 def a_signer_two_shards_and_a_judge(
-    stage: Stage, **detection: Any
+    stage: Stage, events: WorkerEvents | None = None, **detection: Any
 ) -> contextlib.AbstractContextManager[list[RoleRunner]]:
     """The roles of a sharded ``stage`` as threads (batches of 100; ``detection`` settings besides); the
     signer's runner first."""
@@ -83,6 +99,7 @@ def a_signer_two_shards_and_a_judge(
         stage.settings("shard-0", role="shard", shard_index=0, **roles),
         stage.settings("shard-1", role="shard", shard_index=1, **roles),
         stage.settings("judge-1", role="judge", **roles),
+        events=events,
     )
 
 
@@ -114,7 +131,8 @@ def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(
     messages = document_messages(corpus, partitions=3)
     produce(stage.bootstrap, stage.input_topic, messages)
     unique_topic = topic_factory(partitions=3)
-    with a_signer_two_shards_and_a_judge(stage, unique_topic=unique_topic, **detection) as runners:
+    events = ShardTextReads()
+    with a_signer_two_shards_and_a_judge(stage, events, unique_topic=unique_topic, **detection) as runners:
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
         sequenced = runners[0].settings.sequenced_topic
         config = runners[0].settings.detection
@@ -132,6 +150,12 @@ def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(
         for doc_id, shard in zip(batch.entry.documents.ids, owners(batch.entry.documents), strict=True)
     }
     assert {owner[v["duplicate_of"]] for v in published if v["duplicate_of"]} == {0, 1}
+    # A shard reads the texts of pairs near the threshold again: its batch's from the input topic, then
+    # kept; never none, and never from a batch of its own (it reads signatures, not texts).
+    if config.settles_with_texts:
+        assert events.reads["kafka"] > 0 and events.reads["none"] == 0 and events.reads["batch"] == 0
+    else:
+        assert events.reads.total() == 0
 
 
 def check_unique_records_forwarded_once(
