@@ -21,10 +21,11 @@ costs a fetch, a round trip and kafka-python parsing the records before
 it in its record batch (about 2 ms in all, on the worker's loop); a held one
 costs the decompression of its block (about 20 µs).
 
-The worker hands over the texts its signers read (:meth:`RecordTexts.keep_texts`):
-they are kept as they are, and asking for one costs no reading at all, where
-reading a kept record again (its JSON, the normalisation) costs about 10 µs
-of the worker's process. A record read here (a span, a fetch, or
+The worker hands over the texts its signers read (:meth:`RecordTexts.keep_texts`),
+compressed in blocks by the signers already (:func:`text_blocks`): they are
+kept as they are, and asking for one costs no reading at all, where reading
+a kept record again (its JSON, the normalisation) costs about 10 µs of the
+worker's process, and compressing it 4 µs more. A record read here (a span, a fetch, or
 :meth:`RecordTexts.keep`) is kept as it is and read when its text is first
 asked for: most records of a span are never asked for.
 
@@ -52,13 +53,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import zstandard
 from kafka.errors import KafkaError
 
 from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, coordinates_of, document_text, match_coordinates
 from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, FETCH_BYTES, RecordGone, RecordLookup
-from stream_dedup.kafka.value_blocks import ValueBlocks
+from stream_dedup.kafka.value_blocks import ValueBlock, ValueBlocks, pack_blocks
 from stream_dedup.lsh.generation import NO_SOURCE
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,18 @@ TEXT_SOURCES = ("batch", "memory", "disk", "kafka", "none")
 #: What a kept value starts with: the document's normalised text (UTF-8) follows, or the record's value.
 _TEXT = b"t"
 _VALUE = b"v"
+
+
+def text_blocks(
+    sources: npt.NDArray[np.uint64], texts: Sequence[bytes], compressor: zstandard.ZstdCompressor
+) -> list[ValueBlock]:
+    """The normalised texts (UTF-8) of the documents at ``sources`` as :meth:`RecordTexts.keep_texts` keeps them.
+
+    Made where the texts were read (a signer process), so that the process
+    that keeps them does not compress them.
+    """
+    kept = zip(sources.tolist(), texts, strict=True)
+    return pack_blocks(((source, _TEXT + text) for source, text in kept if source != NO_SOURCE), compressor)
 
 
 class RecordTexts:
@@ -119,18 +133,19 @@ class RecordTexts:
 
     def keep(self, records: Sequence[Any]) -> None:
         """The records of the batch being judged, consumed already: their texts will need no fetch, now or later."""
-        self._keep_batch((record.partition, record.offset, _VALUE + (record.value or b"")) for record in records)
+        self._batch = {(record.partition, record.offset): _VALUE + (record.value or b"") for record in records}
+        self._values.add((partition, offset, value) for (partition, offset), value in self._batch.items())
 
-    def keep_texts(self, sources: npt.NDArray[np.uint64], texts: Sequence[bytes]) -> None:
-        """The batch being judged, as its documents' sources and normalised texts (UTF-8), read already elsewhere."""
+    def keep_texts(self, sources: npt.NDArray[np.uint64], texts: Sequence[bytes], blocks: Iterable[ValueBlock]) -> None:
+        """The batch being judged, read already elsewhere: its documents' sources and normalised texts (UTF-8).
+
+        ``blocks`` are the same texts as :func:`text_blocks` packs them, for the memory.
+        """
         known = sources != NO_SOURCE
         partitions, offsets = coordinates_of(sources[known])
         kept = (_TEXT + text for text, held in zip(texts, known.tolist(), strict=True) if held)
-        self._keep_batch(zip(partitions.tolist(), offsets.tolist(), kept, strict=True))
-
-    def _keep_batch(self, values: Iterable[tuple[int, int, bytes]]) -> None:
-        self._batch = {(partition, offset): value for partition, offset, value in values}
-        self._values.add((partition, offset, value) for (partition, offset), value in self._batch.items())
+        self._batch = dict(zip(zip(partitions.tolist(), offsets.tolist(), strict=True), kept, strict=True))
+        self._values.add_blocks(blocks)
 
     def expect(self, sources: npt.NDArray[np.uint64]) -> None:
         """The source pointers of the batch about to be judged, whose records this stage did not read itself.

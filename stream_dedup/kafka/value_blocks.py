@@ -21,11 +21,16 @@ A block dropped for room goes to the disk spool, if the stage has one
 no longer in memory (:meth:`ValueBlocks.get_spooled`) before fetching it. It
 is not brought back into memory: it stays on disk, read from there, until
 the spool drops it in turn.
+
+Blocks can be made elsewhere (:func:`pack_blocks`) and handed over whole
+(:meth:`ValueBlocks.add_blocks`): the worker's signer processes compress the
+texts they read, so that the process that holds the index does not.
 """
 
 import struct
 from array import array
 from collections.abc import Iterable
+from operator import itemgetter
 from typing import NamedTuple
 
 import zstandard
@@ -53,7 +58,7 @@ _GROUP_BITS = 4
 _SPOOLED_COUNT = struct.Struct("<I")
 
 
-class _Block(NamedTuple):
+class ValueBlock(NamedTuple):
     """The values of some records, compressed together, and what to find each again."""
 
     #: Their keys (the pointer the index keeps for each record, :func:`~stream_dedup.kafka.messages.pointer_of`;
@@ -70,12 +75,12 @@ class ValueBlocks:
 
     def __init__(self, budget: int, spool: BlockSpool | None = None) -> None:
         """``spool``: where blocks dropped for room go, to be read from there; without one they are gone."""
-        self._blocks: SizedLru[int, _Block] = SizedLru(budget, _block_bytes)
+        self._blocks: SizedLru[int, ValueBlock] = SizedLru(budget, _block_bytes)
         self._spool = spool
         #: Group -> the numbers of the blocks holding records of it.
         self._groups: dict[int, tuple[int, ...]] = {}
         self._made = 0
-        self._compressor = zstandard.ZstdCompressor(level=_COMPRESSION_LEVEL)
+        self._compressor = block_compressor()
         self._decompressor = zstandard.ZstdDecompressor()
         #: The block read last, decompressed (its number, or its data's own bytes when read from
         #: the spool; and the data): under BLOCK_BYTES and one value.
@@ -84,22 +89,23 @@ class ValueBlocks:
     def add(self, values: Iterable[tuple[int, int, bytes]]) -> None:
         """Keep each (partition, offset, value); a value held already stays as it is."""
         fresh: dict[int, bytes] = {}
-        groups = self._groups
         for partition, offset, value in values:
             key = pointer_of(partition, offset)
-            # A key of a group no block holds is new: most of a fresh batch's, looked up no further.
-            if key != NO_SOURCE and (key >> _GROUP_BITS not in groups or self._find(key) is None):
+            if key != NO_SOURCE and not self._holds(key):
                 fresh.setdefault(key, value)
-        block: list[tuple[int, bytes]] = []
-        size = 0
-        for item in sorted(fresh.items()):  # neighbours together: fewer blocks per group
-            block.append(item)
-            size += len(item[1])
-            if len(block) == BLOCK_RECORDS or size >= BLOCK_BYTES:
-                self._make_block(block)
-                block, size = [], 0
-        if block:
-            self._make_block(block)
+        for block in pack_blocks(fresh.items(), self._compressor):
+            self._keep(block)
+
+    def add_blocks(self, blocks: Iterable[ValueBlock]) -> None:
+        """Keep blocks made by :func:`pack_blocks`; one whose every value is held already is left out.
+
+        One that holds some values held already is kept whole (those values
+        are then held twice, read from either): that happens only when
+        records are read again, after a rebalance.
+        """
+        for block in blocks:
+            if not all(self._holds(key) for key in block.keys):
+                self._keep(block)
 
     def get(self, partition: int, offset: int) -> bytes | None:
         """The value kept in memory for (partition, offset), its block now the most recently read; else ``None``."""
@@ -122,11 +128,15 @@ class ValueBlocks:
                 return self._value(block.data, block, block.keys.index(key))
         return None
 
-    def _value(self, name: int | bytes, block: _Block, i: int) -> bytes:
+    def _value(self, name: int | bytes, block: ValueBlock, i: int) -> bytes:
         """The ``i``-th value of ``block``, which is now the one read last (``name``: what tells it from others)."""
         if self._last[0] != name:
             self._last = (name, self._decompressor.decompress(block.data))
         return self._last[1][block.ends[i - 1] if i else 0 : block.ends[i]]
+
+    def _holds(self, key: int) -> bool:
+        # A key of a group no block holds is new: most of a fresh batch's, looked up no further.
+        return key >> _GROUP_BITS in self._groups and self._find(key) is not None
 
     def _find(self, key: int) -> tuple[int, int] | None:
         """The number of the block holding ``key`` and its position there, or ``None``."""
@@ -137,18 +147,10 @@ class ValueBlocks:
                 return number, block.keys.index(key)
         return None
 
-    def _make_block(self, items: list[tuple[int, bytes]]) -> None:
+    def _keep(self, block: ValueBlock) -> None:
         number = self._made
         self._made += 1
-        ends, end = array("Q"), 0
-        for _, value in items:
-            end += len(value)
-            ends.append(end)
-        compressed = self._compressor.compress(b"".join(value for _, value in items))
-        # Copied to its own size: python-zstandard's result keeps the allocation of the
-        # worst case (more than the input), which would make the budget a third of the memory.
-        block = _Block(array("Q", (key for key, _ in items)), ends, bytes(memoryview(compressed)))
-        for group in {key >> _GROUP_BITS for key, _ in items}:
+        for group in {key >> _GROUP_BITS for key in block.keys}:
             self._groups[group] = (*self._groups.get(group, ()), number)
         for dropped_number, dropped in self._blocks.put(number, block):
             dropped_groups = {key >> _GROUP_BITS for key in dropped.keys}
@@ -162,19 +164,55 @@ class ValueBlocks:
                     del self._groups[group]
 
 
-def _block_bytes(block: _Block) -> int:
+def pack_blocks(items: Iterable[tuple[int, bytes]], compressor: zstandard.ZstdCompressor) -> list[ValueBlock]:
+    """Values by key (distinct), in blocks as :class:`ValueBlocks` keeps them.
+
+    In key order, so that neighbours share a block (fewer blocks per group);
+    a block closes at :data:`BLOCK_RECORDS` values or :data:`BLOCK_BYTES`.
+    """
+    blocks: list[ValueBlock] = []
+    block: list[tuple[int, bytes]] = []
+    size = 0
+    for item in sorted(items, key=itemgetter(0)):
+        block.append(item)
+        size += len(item[1])
+        if len(block) == BLOCK_RECORDS or size >= BLOCK_BYTES:
+            blocks.append(_packed(block, compressor))
+            block, size = [], 0
+    if block:
+        blocks.append(_packed(block, compressor))
+    return blocks
+
+
+def block_compressor() -> zstandard.ZstdCompressor:
+    """What compresses blocks (one per thread: a compressor is not to be shared by threads at once)."""
+    return zstandard.ZstdCompressor(level=_COMPRESSION_LEVEL)
+
+
+def _packed(items: list[tuple[int, bytes]], compressor: zstandard.ZstdCompressor) -> ValueBlock:
+    ends, end = array("Q"), 0
+    for _, value in items:
+        end += len(value)
+        ends.append(end)
+    compressed = compressor.compress(b"".join(value for _, value in items))
+    # Copied to its own size: python-zstandard's result keeps the allocation of the
+    # worst case (more than the input), which would make the budget a third of the memory.
+    return ValueBlock(array("Q", (key for key, _ in items)), ends, bytes(memoryview(compressed)))
+
+
+def _block_bytes(block: ValueBlock) -> int:
     return len(block.data) + _BLOCK_OVERHEAD + len(block.keys) * _RECORD_OVERHEAD
 
 
-def _spooled(block: _Block) -> bytes:
+def _spooled(block: ValueBlock) -> bytes:
     """``block`` as the spool keeps it (native byte order: it is read back by the process that wrote it)."""
     return _SPOOLED_COUNT.pack(len(block.keys)) + block.keys.tobytes() + block.ends.tobytes() + block.data
 
 
-def _unspooled(spooled: bytes) -> _Block:
+def _unspooled(spooled: bytes) -> ValueBlock:
     (count,) = _SPOOLED_COUNT.unpack_from(spooled)
     keys, ends = array("Q"), array("Q")
     start = _SPOOLED_COUNT.size
     keys.frombytes(spooled[start : start + 8 * count])
     ends.frombytes(spooled[start + 8 * count : start + 16 * count])
-    return _Block(keys, ends, spooled[start + 16 * count :])
+    return ValueBlock(keys, ends, spooled[start + 16 * count :])

@@ -119,7 +119,7 @@ def judge_batch(
     duplicates: list[PublishedDuplicate] = []
     if documents:
         if texts is not None:
-            texts.keep_texts(indexed.sources, batch.texts)
+            texts.keep_texts(indexed.sources, batch.texts, batch.blocks)
         verdicts = detector.process_signed(indexed, texts)
         fingerprint = detector.config.fingerprint()
         output, unique_topic = destinations.output_topic, destinations.unique_topic

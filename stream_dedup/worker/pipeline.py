@@ -20,6 +20,7 @@ the merge before the batch ahead of it commits.
 """
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Protocol
 
 from stream_dedup.engine.detection import DuplicateDetector
@@ -57,7 +58,7 @@ class LocalSigners:
     def collect(self) -> SignedRecords:
         assert self._pending is not None, "collect() without a batch submitted"
         records, self._pending = self._pending, None
-        return read_and_sign(records, self.reading, self.signer)
+        return read_and_sign(records, self.reading, self.signer, self.signer.config.settles_with_texts)
 
     def drop(self) -> None:
         self._pending = None
@@ -135,7 +136,7 @@ class SigningPipeline:
         except Exception as error:
             raise SigningFailedError(records, error) from error
         if not refused:
-            return SignedRecords(records, signed.outcomes, signed.signed, signed.texts)
+            return replace(signed, records=records)
         outcomes = iter(signed.outcomes)
         merged: list[Outcome] = [refused[i] if i in refused else next(outcomes) for i in range(len(records))]
-        return SignedRecords(records, merged, signed.signed, signed.texts)
+        return replace(signed, records=records, outcomes=merged)

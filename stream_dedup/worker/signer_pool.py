@@ -160,6 +160,7 @@ class SignerPool:
             [o for part in parts for o in part.outcomes],
             SignedBatch.concat([part.signed for part in parts]),
             [text for part in parts for text in part.texts],
+            [block for part in parts for block in part.blocks],
         )
 
     def drop(self) -> None:

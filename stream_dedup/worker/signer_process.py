@@ -65,7 +65,7 @@ def serve(frames_in: int, frames_out: int) -> None:
         if request is None:
             return
         job, records = read_request(request)
-        signed = read_and_sign(records, reading, signer)
+        signed = read_and_sign(records, reading, signer, signer.config.settles_with_texts)
         write_frame(frames_out, response_message(job, signed, lines.lines))
         lines.lines.clear()
 

@@ -15,8 +15,9 @@ request     worker -> signer  per batch: a job number, the input topic; per reco
                               whether each is present)
 response    signer -> worker  per batch: the job number; per record its document id or
                               its refusal (reason, detail); the documents' signatures
-                              (the arrays of a SignedBatch) and normalised texts; log
-                              lines for the worker
+                              (the arrays of a SignedBatch); the normalised texts, as
+                              they are and in compressed blocks (if the worker keeps
+                              them); log lines for the worker
 ==========  ================  ===========================================================
 
 Record headers never cross: reading a document does not look at them, and
@@ -27,7 +28,8 @@ import os
 import select
 import struct
 import time
-from collections.abc import Callable, Sequence
+from array import array
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from typing import Any, NamedTuple
 
@@ -46,6 +48,7 @@ from stream_dedup.kafka.packed_arrays import (
     texts_of,
     unpack,
 )
+from stream_dedup.kafka.value_blocks import ValueBlock
 from stream_dedup.worker.signing import Outcome, SignedRecords
 
 _LENGTH = struct.Struct("<Q")
@@ -135,6 +138,7 @@ def response_message(job: int, signed: SignedRecords, log_lines: Sequence[tuple[
         *text_arrays("detail", [r.detail for r in refusals]),
         *signed_arrays(signed.signed),
         *blob_arrays("text", signed.texts),
+        *_block_arrays(signed.blocks),
     ]
     return _message({"kind": "response", "job": job, "log": [list(line) for line in log_lines]}, arrays)
 
@@ -151,8 +155,30 @@ def read_response(message: bytes, records: list[Any]) -> tuple[int, SignedRecord
     if len(outcomes) != len(records):
         raise ValueError(f"a signer answered for {len(outcomes)} records of {len(records)}")
     log_lines = [(int(level), str(text)) for level, text in header["log"]]
-    signed = SignedRecords(records, outcomes, signed_batch(arrays), blobs_of(arrays, "text"))
+    signed = SignedRecords(records, outcomes, signed_batch(arrays), blobs_of(arrays, "text"), _blocks_of(arrays))
     return int(header["job"]), signed, log_lines
+
+
+def _block_arrays(blocks: Sequence[ValueBlock]) -> list[tuple[str, np.ndarray]]:
+    """Blocks as arrays: their record counts, their keys and ends back to back, their data as blobs."""
+    return [
+        ("block_records", np.array([len(b.keys) for b in blocks], dtype="<i8")),
+        ("block_keys", np.array([key for b in blocks for key in b.keys], dtype="<u8")),
+        ("block_ends", np.array([end for b in blocks for end in b.ends], dtype="<u8")),
+        *blob_arrays("block_data", [b.data for b in blocks]),
+    ]
+
+
+def _blocks_of(arrays: Mapping[str, np.ndarray]) -> list[ValueBlock]:
+    """The blocks :func:`_block_arrays` wrote."""
+    counts = arrays["block_records"]
+    bounds = np.cumsum(counts)
+    keys, ends = arrays["block_keys"].tolist(), arrays["block_ends"].tolist()
+    starts_ends = zip((bounds - counts).tolist(), bounds.tolist(), strict=True)
+    return [
+        ValueBlock(array("Q", keys[start:end]), array("Q", ends[start:end]), data)
+        for (start, end), data in zip(starts_ends, blobs_of(arrays, "block_data"), strict=True)
+    ]
 
 
 def write_frame(fd: int, message: bytes, deadline: float = float("inf")) -> None:

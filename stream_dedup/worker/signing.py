@@ -31,6 +31,8 @@ from stream_dedup.kafka.messages import (
     source_of,
     source_pointer,
 )
+from stream_dedup.kafka.record_texts import text_blocks
+from stream_dedup.kafka.value_blocks import ValueBlock, block_compressor
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 
 log = logging.getLogger(__name__)
@@ -47,15 +49,18 @@ class SignedRecords:
         records: the records, in the batch's order.
         outcomes: per record, its document id or its refusal (a dead letter).
         signed: the signatures of the records whose outcome is an id, in order.
-        texts: the normalised texts (UTF-8) of those documents, in the same order: the
-            worker keeps them for pairs settled by their texts
+        texts: the normalised texts (UTF-8) of those documents, in the same order, if asked for
+            (``texts_kept``; else empty): the worker keeps them for pairs settled by their texts
             (:class:`~stream_dedup.kafka.record_texts.RecordTexts`), without reading the records again.
+        blocks: the same texts compressed in blocks, as the worker's memory keeps them
+            (:func:`~stream_dedup.kafka.record_texts.text_blocks`; empty unless ``texts_kept``).
     """
 
     records: list[Any]
     outcomes: list[Outcome]
     signed: SignedBatch
     texts: list[bytes]
+    blocks: list[ValueBlock]
 
     def split(self) -> tuple[list["ReadDocument"], IndexedBatch, list[DeadLetter]]:
         """The records that hold a document, those documents as the index takes them, and the dead letters."""
@@ -83,11 +88,14 @@ class ReadDocument(NamedTuple):
     record: Any
 
 
-def read_and_sign(records: Sequence[Any], reading: InputReading, signer: DuplicateDetector) -> SignedRecords:
+def read_and_sign(
+    records: Sequence[Any], reading: InputReading, signer: DuplicateDetector, texts_kept: bool = False
+) -> SignedRecords:
     """Read every record (JSON, id, normalisation) and sign the documents among them, in one call if possible.
 
     ``signer`` is used for :meth:`~DuplicateDetector.sign` only, which never
-    touches its index.
+    touches its index. ``texts_kept``: also return the documents' texts, as
+    they are and compressed (for a worker that settles pairs by text).
     """
     outcomes: list[Outcome] = []
     documents: list[InputDocument] = []
@@ -98,14 +106,29 @@ def read_and_sign(records: Sequence[Any], reading: InputReading, signer: Duplica
             documents.append(item)
         else:
             outcomes.append(Refusal(item.reason, item.detail))
-    texts = [d.text for d in documents]
     try:
-        return SignedRecords(list(records), outcomes, signer.sign(texts, normalized=True), _encoded(texts))
+        signed = signer.sign([d.text for d in documents], normalized=True)
     except Exception as error:
         log.error("signing a batch failed (%r); signing its documents one by one", error)
-    # Signing is pure (the index is untouched), so trying again is safe; the
-    # batch is signed whole first because one call per document is much slower.
-    kept: list[str] = []
+        documents = _signable(documents, outcomes, signer)
+        signed = signer.sign([d.text for d in documents], normalized=True)
+    if not texts_kept:
+        return SignedRecords(list(records), outcomes, signed, [], [])
+    # Reading refuses a text with lone surrogates, so every text read encodes.
+    texts = [d.text.encode("utf-8") for d in documents]
+    sources = np.array([source_pointer(d.source) for d in documents], dtype=np.uint64)
+    return SignedRecords(list(records), outcomes, signed, texts, text_blocks(sources, texts, block_compressor()))
+
+
+def _signable(
+    documents: list[InputDocument], outcomes: list[Outcome], signer: DuplicateDetector
+) -> list[InputDocument]:
+    """The documents that sign alone; the outcome of each other one becomes its error.
+
+    Signing is pure (the index is untouched), so trying again is safe; the
+    batch is signed whole first because one call per document is much slower.
+    """
+    kept: list[InputDocument] = []
     row = 0
     for i, outcome in enumerate(outcomes):
         if isinstance(outcome, Refusal):
@@ -115,11 +138,6 @@ def read_and_sign(records: Sequence[Any], reading: InputReading, signer: Duplica
         except Exception as error:
             outcomes[i] = internal_error(error)
         else:
-            kept.append(documents[row].text)
+            kept.append(documents[row])
         row += 1
-    return SignedRecords(list(records), outcomes, signer.sign(kept, normalized=True), _encoded(kept))
-
-
-def _encoded(texts: list[str]) -> list[bytes]:
-    # Reading refuses a text with lone surrogates, so every text read encodes.
-    return [text.encode("utf-8") for text in texts]
+    return kept

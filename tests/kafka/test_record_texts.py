@@ -21,7 +21,8 @@ from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, document_text
 from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
-from stream_dedup.kafka.record_texts import RecordTexts
+from stream_dedup.kafka.record_texts import RecordTexts, text_blocks
+from stream_dedup.kafka.value_blocks import block_compressor
 from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.text import normalize
 from stream_dedup.worker.signer_wire import WireRecord
@@ -82,8 +83,23 @@ def test_texts_read_by_the_signers_are_kept_as_given_and_never_read_again(asked:
     kept = texts(cache_bytes=1)  # whatever the budget, the batch being judged is held
     signed = ["ünïcode text as read", "another one", "nowhere"]
     sources = np.append(pointers(2, [7, 9]), NO_SOURCE)  # the last one's source is past what a pointer holds
-    kept.keep_texts(sources, [text.encode() for text in signed])
+    encoded = [text.encode() for text in signed]
+    kept.keep_texts(sources, encoded, text_blocks(sources, encoded, block_compressor()))
     assert kept.texts_of(pointers(2, [9, 7])) == ["another one", "ünïcode text as read"]
+    assert asked == []
+
+
+def test_texts_signed_in_a_batch_come_from_memory_once_the_next_batch_is_judged(
+    asked: list[tuple[str, int, int]],
+) -> None:
+    kept = texts()
+    signed = [f"text number {i} as the signer read it" for i in range(40)]
+    sources, encoded = pointers(1, range(100, 140)), [text.encode() for text in signed]
+    kept.keep_texts(sources, encoded, text_blocks(sources, encoded, block_compressor()))
+    following = pointers(1, [140])
+    kept.keep_texts(following, [b"the next batch"], text_blocks(following, [b"the next batch"], block_compressor()))
+    assert kept.texts_of(pointers(1, [139, 100, 117])) == [signed[39], signed[0], signed[17]]
+    assert kept.take_reads() == {"memory": 3}
     assert asked == []
 
 
@@ -212,7 +228,8 @@ def test_every_text_is_the_records_own_whatever_was_kept_spooled_read_or_fetched
             elif how == "signed":  # read by signers: only the documents, with their texts
                 documents = [(c, document_text(topic[c], reading)) for c in held]
                 read = [(c, text) for c, text in documents if text is not None]
-                kept.keep_texts(pointers_of([c for c, _ in read]), [text.encode() for _, text in read])
+                sources, encoded = pointers_of([c for c, _ in read]), [text.encode() for _, text in read]
+                kept.keep_texts(sources, encoded, text_blocks(sources, encoded, block_compressor()))
             else:  # read elsewhere (a shard's)
                 kept.expect(pointers_of(batch))
             asked = data.draw(st.lists(coordinates, max_size=30))

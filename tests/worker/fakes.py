@@ -5,9 +5,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+import zstandard
 from kafka.consumer.fetcher import ConsumerRecord
 
 from stream_dedup.engine.detection import DuplicateDetector
+from stream_dedup.kafka.value_blocks import ValueBlock
 from stream_dedup.worker.batch import CommittedBatch, Destinations, commit_batch, judge_batch
 from stream_dedup.worker.signing import SignedRecords
 
@@ -106,3 +108,14 @@ def publish_batch(
     committed = commit_batch(judged, producer, "group-metadata", destinations)
     positions.update(judged.after)
     return committed
+
+
+def block_values(blocks: list[ValueBlock]) -> dict[int, bytes]:
+    """Every value ``blocks`` hold, by key (decompressed: what a reader of them gets)."""
+    values: dict[int, bytes] = {}
+    for block in blocks:
+        data = zstandard.ZstdDecompressor().decompress(block.data)
+        for key, start, end in zip(block.keys, [0, *block.ends[:-1]], block.ends, strict=True):
+            assert key not in values, "a key held by two blocks"
+            values[key] = data[start:end]
+    return values

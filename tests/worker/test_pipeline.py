@@ -34,6 +34,7 @@ def same(left: SignedRecords, right: SignedRecords) -> bool:
         and np.array_equal(left.signed.sketches, right.signed.sketches)
         and np.array_equal(left.signed.keys, right.signed.keys)
         and left.texts == right.texts
+        and left.blocks == right.blocks
     )
 
 
@@ -60,9 +61,9 @@ def test_each_batch_comes_back_one_step_later_signed_as_in_place() -> None:
     first, second = batch(0, 5), [*batch(5, 4), record("documents", 0, 99, b"not json")]
     assert pipeline.advance(first) is None and pipeline.in_flight == 5
     signed = pipeline.advance(second)
-    assert signed is not None and same(signed, read_and_sign(first, READING, SIGNER))
+    assert signed is not None and same(signed, read_and_sign(first, READING, SIGNER, True))
     signed = pipeline.advance([])
-    assert signed is not None and same(signed, read_and_sign(second, READING, SIGNER))
+    assert signed is not None and same(signed, read_and_sign(second, READING, SIGNER, True))
     assert signed.outcomes[-1] == Refusal("invalid_json", signed.outcomes[-1].detail)  # type: ignore[union-attr]
     assert pipeline.advance([]) is None and pipeline.in_flight == 0
 
@@ -88,7 +89,7 @@ def test_isolated_records_are_never_signed_and_keep_their_place_as_dead_letters(
     signed = pipeline.advance([])
     assert signed is not None and signed.records == records
     assert signers.given == [[r for r, bad in zip(records, isolated, strict=True) if not bad]]
-    alone = read_and_sign(signers.given[0], READING, SIGNER)
+    alone = read_and_sign(signers.given[0], READING, SIGNER, True)
     kept = iter(alone.outcomes)
     for outcome, bad in zip(signed.outcomes, isolated, strict=True):
         if bad:

@@ -23,7 +23,7 @@ from stream_dedup.worker.signer_wire import PipeClosedError, config_message
 from stream_dedup.worker.signing import SignedRecords, read_and_sign
 from tests.corpus import make_corpus
 from tests.processes import wait_ended
-from tests.worker.fakes import document, record
+from tests.worker.fakes import block_values, document, record
 
 READING = InputReading(max_document_bytes=5000)
 
@@ -59,12 +59,15 @@ def records(first: int, count: int) -> list[Any]:
 
 
 def assert_signed_in_place(got: SignedRecords, batch: list[Any], config: DetectionConfig) -> None:
-    expected = read_and_sign(batch, READING, make_detector(config))
+    expected = read_and_sign(batch, READING, make_detector(config), config.settles_with_texts)
     assert got.records == batch
     assert got.outcomes == expected.outcomes
     # The texts the worker keeps for its pairs: each document's, as reading its record again gives it.
     documents = [r for r, outcome in zip(batch, expected.outcomes, strict=True) if isinstance(outcome, str)]
-    assert got.texts == expected.texts == [(document_text(r.value, READING) or "").encode() for r in documents]
+    texts = [(document_text(r.value, READING) or "").encode() for r in documents]
+    assert got.texts == expected.texts == (texts if config.settles_with_texts else [])
+    # Cut into blocks per signer's slice, so compared by what they hold.
+    assert block_values(got.blocks) == block_values(expected.blocks)
     assert np.array_equal(got.signed.sketches, expected.signed.sketches)
     assert np.array_equal(got.signed.keys, expected.signed.keys)
     assert (got.signed.fingerprints is None) == (expected.signed.fingerprints is None)

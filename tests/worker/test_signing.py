@@ -1,0 +1,43 @@
+"""Reading and signing a batch: the texts a worker keeps, as they are and in blocks, come with the signatures."""
+
+import numpy as np
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.detector import Detector
+from stream_dedup.kafka.messages import InputReading, document_text, pointer_of
+from stream_dedup.kafka.record_texts import text_blocks
+from stream_dedup.kafka.value_blocks import BLOCK_RECORDS, block_compressor
+from stream_dedup.worker.signing import read_and_sign
+from tests.corpus import make_corpus
+from tests.worker.fakes import block_values, document, record
+
+READING = InputReading()
+SIGNER = Detector(DetectionConfig())
+
+
+def batch() -> list:
+    texts = make_corpus(60, seed=9)
+    made = [document("documents", i % 3, 1000 + i, f"d{i}", texts[i]) for i in range(50)]
+    made.insert(7, record("documents", 1, 5, None, b"not json"))  # a dead letter: no text
+    # Past what a pointer holds (65,535 partitions): a document, never asked for again, never kept.
+    made.append(document("documents", 70_000, 3, "far", texts[55]))
+    return made
+
+
+def test_the_texts_kept_are_each_documents_own_and_the_blocks_hold_each_by_its_pointer() -> None:
+    records = batch()
+    signed = read_and_sign(records, READING, SIGNER, texts_kept=True)
+    documents = [r for r, outcome in zip(records, signed.outcomes, strict=True) if isinstance(outcome, str)]
+    assert len(documents) == 51
+    assert signed.texts == [(document_text(r.value, READING) or "").encode() for r in documents]
+    sources = np.array([pointer_of(r.partition, r.offset) for r in documents], dtype=np.uint64)
+    held = block_values(signed.blocks)
+    assert held == block_values(text_blocks(sources, signed.texts, block_compressor()))
+    assert len(held) == 50 and pointer_of(70_000, 3) not in held
+    assert all(len(block.keys) <= BLOCK_RECORDS for block in signed.blocks)
+
+
+def test_without_texts_kept_nothing_but_the_signatures_comes_back() -> None:
+    signed = read_and_sign(batch(), READING, SIGNER)
+    assert signed.texts == [] and signed.blocks == []
+    assert len(signed.signed.sketches) == 51
