@@ -106,6 +106,7 @@ from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection, group_consumer, transactional_producer
 from stream_dedup.kafka.messages import Source, verdict_value
 from stream_dedup.lsh import IndexedBatch, SignedBatch
+from stream_dedup.worker.collector import tune_collector
 from stream_dedup.worker.cores import default_signing_processes
 from stream_dedup.worker.events import BatchReport, Role, StepReport, WorkerEvents
 from stream_dedup.worker.loop import Worker
@@ -644,6 +645,7 @@ def main() -> None:
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
     parser.add_argument("--profile", action="store_true", help="also run the worker under cProfile")
     args = parser.parse_args()
+    tune_collector()  # as `stream-dedup run` does: the stages here run in this process
     count = args.documents or (10_000 if args.quick else 100_000)
     seconds = args.latency_seconds or (5.0 if args.quick else 20.0)
     rounds = 1 if args.quick else ROUNDS

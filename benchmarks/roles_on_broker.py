@@ -58,6 +58,7 @@ from kafka_stage import (
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.roles.launch import role_runner
+from stream_dedup.worker.collector import tune_collector
 from stream_dedup.worker.settings import StageRole, WorkerSettings
 
 #: Slots of the index: shard sets of 1 and 2 divide it.
@@ -143,6 +144,7 @@ def main() -> None:
     parser.add_argument("--documents", type=int, help="documents (default 100,000)")
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
     args = parser.parse_args()
+    tune_collector()  # as `stream-dedup run` does: the stages here run in this process
     count = args.documents or (10_000 if args.quick else 100_000)
 
     quiet_kafka_python()

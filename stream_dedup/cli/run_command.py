@@ -16,6 +16,7 @@ from stream_dedup.errors import BrokersRejectedError
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
 from stream_dedup.ops.runtime import observed_worker
 from stream_dedup.roles.launch import role_runner
+from stream_dedup.worker.collector import tune_collector
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import ConnectionSettings, WorkerSettings
 from stream_dedup.worker.stop_signals import install_stop_signals
@@ -42,6 +43,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    tune_collector()
     settings = resolve_settings(vars(args), os.environ, args.config)
     with observed_worker(settings, __version__) as events:
         # Before any client: kafka-python would report a wrong address and a

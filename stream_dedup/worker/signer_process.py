@@ -20,6 +20,7 @@ import sys
 from dataclasses import replace
 
 from stream_dedup.engine.detector import make_detector
+from stream_dedup.worker.collector import tune_collector
 from stream_dedup.worker.signer_wire import (
     PipeClosedError,
     read_config,
@@ -72,6 +73,7 @@ def serve(frames_in: int, frames_out: int) -> None:
 
 def main() -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    tune_collector()
     # Frames go out on a private copy of standard output; anything printed by
     # mistake goes to standard error instead of corrupting a frame.
     frames_out = os.dup(sys.stdout.fileno())
