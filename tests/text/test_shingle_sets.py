@@ -5,6 +5,8 @@ from hypothesis import strategies as st
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 
 set_lists = st.lists(st.sets(st.integers(0, 50), max_size=12), min_size=1, max_size=8)
+#: Sets of any 32-bit values, long enough to be taken slice by slice.
+long_sets = st.sets(st.integers(0, 2**32 - 1), min_size=65, max_size=200)
 
 
 def ragged(sets: list[set[int]]) -> ShingleSets:
@@ -36,3 +38,21 @@ def test_exact_jaccard_of_many_pairs_matches_python_sets(pairs: list[tuple[set[i
     left, right = ragged([a for a, _ in pairs]), ragged([b for _, b in pairs])
     expected = [len(a & b) / len(a | b) for a, b in pairs]
     assert np.allclose(exact_jaccard(left, right), expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(sets=st.lists(long_sets, min_size=1, max_size=6), picks=st.lists(st.integers(0, 5), max_size=8))
+def test_take_gathers_long_sets_of_any_values_in_order(sets: list[set[int]], picks: list[int]) -> None:
+    which = np.array([p % len(sets) for p in picks], dtype=np.intp)
+    assert as_python(ragged(sets).take(which)) == [sorted(sets[i]) for i in which]
+
+
+@settings(max_examples=60, deadline=None)
+@given(parts=st.lists(st.tuples(long_sets, long_sets, long_sets), max_size=6))
+def test_exact_jaccard_of_sets_of_any_32_bit_values_matches_python_sets(
+    parts: list[tuple[set[int], set[int], set[int]]],
+) -> None:
+    # Each pair: a part both sets hold, so that they share many values, and a part of its own for each.
+    pairs = [(shared | first, shared | second) for shared, first, second in parts]
+    expected = [len(a & b) / len(a | b) for a, b in pairs]
+    assert np.allclose(exact_jaccard(ragged([a for a, _ in pairs]), ragged([b for _, b in pairs])), expected)
