@@ -72,6 +72,7 @@ from stream_dedup.kafka.record_lookup import RecordLookup
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import BatchAssembly
 from stream_dedup.lsh import IndexedBatch
+from stream_dedup.worker.collector import tune_collector
 from stream_dedup.worker.signing import read_and_sign
 
 CONFIG = DetectionConfig(index_slots=12)
@@ -338,6 +339,7 @@ def main() -> None:
     parser.add_argument("--bootstrap")
     parser.add_argument("--no-broker", action="store_true")
     args = parser.parse_args()
+    tune_collector()  # as `stream-dedup run` does for every role's process
     indexed = args.indexed or (20_000 if args.quick else 200_000)
     measured = 5_000 if args.quick else args.measured
     quiet_kafka_python()
