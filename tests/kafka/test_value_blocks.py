@@ -10,7 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.kafka.block_spool import BlockSpool
-from stream_dedup.kafka.value_blocks import ValueBlocks
+from stream_dedup.kafka.messages import pointer_of
+from stream_dedup.kafka.value_blocks import ValueBlocks, block_compressor, pack_blocks
 from tests.real_text import stdlib_paragraphs
 
 
@@ -32,6 +33,30 @@ def test_every_value_comes_back_as_first_added(
             model.setdefault((partition, offset), value)
     for key in [*model, *probes]:
         assert blocks.get(*key) == model.get(key)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(st.tuples(st.integers(0, 3), st.integers(0, 80)), st.binary(max_size=60), min_size=1),
+    st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 1000), max_size=40)), max_size=8),
+)
+def test_blocks_made_elsewhere_and_values_added_here_both_come_back(
+    topic: dict[tuple[int, int], bytes], batches: list[tuple[bool, list[int]]]
+) -> None:
+    """As a worker keeps what its signers packed, and a shard what it read: the same record read again included."""
+    records = sorted(topic)
+    blocks = ValueBlocks(1 << 30)
+    added: set[tuple[int, int]] = set()
+    for packed_elsewhere, picks in batches:
+        batch = {records[i % len(records)] for i in picks}
+        if packed_elsewhere:
+            items = [(pointer_of(*key), topic[key]) for key in batch]
+            blocks.add_blocks(pack_blocks(items, block_compressor()))
+        else:
+            blocks.add((partition, offset, topic[(partition, offset)]) for partition, offset in batch)
+        added |= batch
+    for key in records:
+        assert blocks.get(*key) == (topic[key] if key in added else None)
 
 
 @settings(max_examples=300, deadline=None)
