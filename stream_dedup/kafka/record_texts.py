@@ -82,6 +82,8 @@ _LOOKUP_BYTES = 1 << 20
 #: memory (``text_cache_mb``), the disk spool (``text_spool_mb``), Kafka (its span or a fetch), or
 #: nowhere (the record gone, or not read in time).
 TEXT_SOURCES = ("batch", "memory", "disk", "kafka", "none")
+#: Where the texts are kept (:meth:`RecordTexts.kept_bytes`): compressed in memory, and on the disk spool.
+TEXT_PLACES = ("memory", "disk")
 #: What a kept value starts with: the document's normalised text (UTF-8) follows, or the record's value.
 _TEXT = b"t"
 _VALUE = b"v"
@@ -181,6 +183,10 @@ class RecordTexts:
         if kept[:1] == _TEXT:
             return kept[1:].decode("utf-8")
         return document_text(kept[1:], self._reading)
+
+    def kept_bytes(self) -> dict[str, int]:
+        """Bytes the kept texts take now, by place (:data:`TEXT_PLACES`): memory, and disk (0 without a spool)."""
+        return {"memory": self._values.memory_bytes, "disk": self._spool.disk_bytes if self._spool is not None else 0}
 
     def take_reads(self) -> Counter[str]:
         """The texts asked for since the last call, by where each came from (:data:`TEXT_SOURCES`)."""

@@ -107,6 +107,11 @@ class ValueBlocks:
             if not all(self._holds(key) for key in block.keys):
                 self._keep(block)
 
+    @property
+    def memory_bytes(self) -> int:
+        """What the blocks held in memory take, as the budget counts it."""
+        return self._blocks.bytes
+
     def get(self, partition: int, offset: int) -> bytes | None:
         """The value kept in memory for (partition, offset), its block now the most recently read; else ``None``."""
         found = self._find(pointer_of(partition, offset))

@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.documents import REASONS
 from stream_dedup.engine.verdict import VerdictKind
-from stream_dedup.kafka.record_texts import TEXT_SOURCES
+from stream_dedup.kafka.record_texts import TEXT_PLACES, TEXT_SOURCES
 from stream_dedup.roles.unique_forwards import UNIQUE_RECORD_GONE
 from stream_dedup.worker.batch import UNIQUE_TOO_LARGE, VERDICT_TOO_LARGE
 from stream_dedup.worker.events import Role
@@ -142,6 +142,13 @@ class WorkerMetrics:
             ["source"],
             registry=r,
         )
+        self.text_kept_bytes = Gauge(
+            "stream_dedup_text_kept_bytes",
+            "Texts of input records kept for pairs settled by text, by place: memory (compressed, "
+            "text_cache_mb) and disk (the spool, text_spool_mb).",
+            ["place"],
+            registry=r,
+        )
         self.hot_bucket_skips = Counter(
             "stream_dedup_hot_bucket_skips_total",
             "Band buckets skipped or capped for holding too many documents.",
@@ -242,6 +249,8 @@ class WorkerMetrics:
             self.text_verifications.labels(outcome)
         for source in TEXT_SOURCES:
             self.text_reads.labels(source)
+        for place in TEXT_PLACES:
+            self.text_kept_bytes.labels(place)
         self.set_role("restoring")
 
     def set_build_info(self, config: DetectionConfig, version: str) -> None:

@@ -61,6 +61,7 @@ class MetricsEvents(WorkerEvents):
                 report.settled_by_text,
                 report.unsettled,
                 report.text_reads,
+                report.text_kept_bytes,
             )
         )
         m.transactions.labels("committed").inc()
@@ -149,6 +150,8 @@ class MetricsEvents(WorkerEvents):
         m.text_verifications.labels("unsettled").inc(probes.unsettled)
         for source, count in probes.text_reads.items():
             m.text_reads.labels(source).inc(count)
+        for place, size in probes.text_kept_bytes.items():
+            m.text_kept_bytes.labels(place).set(size)
 
     def merge_waited(self, seconds: float) -> None:
         self.metrics.merge_wait.set(seconds)

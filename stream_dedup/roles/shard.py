@@ -207,7 +207,8 @@ class Shard(RoleWork):
         found = np.concatenate(candidates) if candidates else np.zeros(0, dtype=np.int64)
         pairs, verified, settled, unsettled = (int(n) for n in counted)
         reads = self.texts.take_reads() if self.texts is not None else Counter()
-        probes = ProbeCounts(found, pairs, verified, settled, unsettled, reads)
+        kept = self.texts.kept_bytes() if self.texts is not None else {}
+        probes = ProbeCounts(found, pairs, verified, settled, unsettled, reads, kept)
         indexed, size = len(self.index), self.index.memory_bytes()
         report = StepReport("shard", documents, indexed_documents=indexed, index_bytes=size, probes=probes)
         return Outgoing(sends, {self.partition: end}, report)

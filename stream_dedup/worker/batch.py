@@ -180,6 +180,7 @@ def judge_batch(
             settled_by_text=stats.settled_by_text - before[2],
             unsettled=stats.unsettled - before[3],
             text_reads=texts.take_reads() if texts is not None else Counter(),
+            text_kept_bytes=texts.kept_bytes() if texts is not None else {},
         ),
         started=started,
     )

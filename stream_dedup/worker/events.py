@@ -6,7 +6,7 @@ worker runs the same without them (in tests, in benchmarks).
 """
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -47,6 +47,8 @@ class BatchReport:
             of a text (see engine.text_verification).
         text_reads: the texts those pairs asked for, by where each came from
             (``kafka.record_texts.TEXT_SOURCES``).
+        text_kept_bytes: what the texts kept for them take after the batch, by place
+            (``kafka.record_texts.TEXT_PLACES``); empty when no text is kept.
     """
 
     verdicts: Counter[str]
@@ -65,6 +67,7 @@ class BatchReport:
     settled_by_text: int = 0
     unsettled: int = 0
     text_reads: Counter[str] = field(default_factory=Counter)
+    text_kept_bytes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def latencies(self) -> npt.NDArray[np.float64]:
@@ -90,8 +93,9 @@ class ProbeCounts:
     verified_pairs: int
     settled_by_text: int
     unsettled: int
-    #: The texts asked for, by where each came from (see :class:`BatchReport`).
+    #: The texts asked for, by where each came from, and what the kept texts take (see :class:`BatchReport`).
     text_reads: Counter[str] = field(default_factory=Counter)
+    text_kept_bytes: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

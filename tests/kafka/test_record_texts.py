@@ -132,9 +132,13 @@ def test_with_a_spool_the_records_memory_lets_go_are_read_from_disk_not_fetched(
     paragraphs = list(stdlib_paragraphs(400)[:150])
     spool = BlockSpool(str(tmp_path), 1 << 30)
     kept = RecordTexts(KafkaConnection("127.0.0.1:1"), "documents", InputReading(), 32 << 10, spool)
+    assert kept.kept_bytes() == {"memory": 0, "disk": 0}
     batch = records(paragraphs)
     for start in range(0, len(batch), 10):
         kept.keep(batch[start : start + 10])
+    # What the texts take, by place: memory within its budget (less the lookup's share), the rest on disk.
+    assert 16 << 10 < kept.kept_bytes()["memory"] <= 28 << 10
+    assert kept.kept_bytes()["disk"] == spool.disk_bytes > 0
     assert kept.texts_of(pointers(0, range(len(paragraphs)))) == [normalize(p) for p in paragraphs]
     assert asked == [] and spool.disk_bytes > 0
     reads = kept.take_reads()

@@ -76,16 +76,18 @@ def one_process_verdicts(
 
 
 class ShardTextReads(WorkerEvents):
-    """Adds up where the texts the shards' steps read came from."""
+    """Adds up where the texts the shards' steps read came from, and the most memory their kept texts took."""
 
     def __init__(self) -> None:
         self.reads: Counter[str] = Counter()
+        self.kept_in_memory = 0
         self._lock = threading.Lock()
 
     def step_committed(self, report: StepReport, seconds: float) -> None:
         if report.probes is not None:
             with self._lock:
                 self.reads.update(report.probes.text_reads)
+                self.kept_in_memory = max(self.kept_in_memory, report.probes.text_kept_bytes.get("memory", 0))
 
 
 def a_signer_two_shards_and_a_judge(
@@ -154,8 +156,9 @@ def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(
     # kept; never none, and never from a batch of its own (it reads signatures, not texts).
     if config.settles_with_texts:
         assert events.reads["kafka"] > 0 and events.reads["none"] == 0 and events.reads["batch"] == 0
+        assert events.kept_in_memory > 0  # what was read is kept
     else:
-        assert events.reads.total() == 0
+        assert events.reads.total() == 0 and events.kept_in_memory == 0
 
 
 def check_unique_records_forwarded_once(

@@ -40,11 +40,14 @@ class Settled(WorkerEvents):
     def __init__(self) -> None:
         self.settled = self.unsettled = 0
         self.reads: Counter[str] = Counter()
+        #: What the kept texts took after the last batch, by place.
+        self.kept: dict[str, int] = {}
 
     def batch_committed(self, report: BatchReport) -> None:
         self.settled += report.settled_by_text
         self.unsettled += report.unsettled
         self.reads.update(report.text_reads)
+        self.kept = dict(report.text_kept_bytes)
 
 
 def brute_force_duplicates(texts: list[str]) -> list[bool]:
@@ -94,6 +97,9 @@ def test_texts_the_memory_lets_go_come_from_the_disk_spool_else_from_kafka(
     else:
         assert events.reads["disk"] == 0 and events.reads["kafka"] > 0
     assert events.reads["batch"] > 0 and events.reads["memory"] > 0
+    # Memory full to its 16 KB (less the lookup's 2 KB); the rest of the 500 texts on disk, within the spool's 1 MB.
+    assert 8 << 10 < events.kept["memory"] <= 14 << 10
+    assert (0 < events.kept["disk"] <= 1 << 20) if spool_mb else events.kept["disk"] == 0
 
 
 def test_record_texts_gives_normalised_texts_and_none_for_what_it_cannot_read(stage: Stage) -> None:

@@ -15,7 +15,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.ops.http import Health
 from stream_dedup.ops.metrics import DEAD_LETTER_REASONS, ROLES, WorkerMetrics, observe_many
 from stream_dedup.ops.runtime import MetricsEvents
-from stream_dedup.worker.events import ProbeCounts, StepReport
+from stream_dedup.worker.events import BatchReport, ProbeCounts, StepReport
 
 # attribute, exposed name, type, label names: the contract with the dashboard and alert rules.
 CONTRACT = [
@@ -39,6 +39,7 @@ CONTRACT = [
     ("hot_bucket_skips", "stream_dedup_hot_bucket_skips_total", "counter", ()),
     ("text_verifications", "stream_dedup_text_verifications_total", "counter", ("outcome",)),
     ("text_reads", "stream_dedup_text_reads_total", "counter", ("source",)),
+    ("text_kept_bytes", "stream_dedup_text_kept_bytes", "gauge", ("place",)),
     ("snapshot_duration", "stream_dedup_snapshot_duration_seconds", "histogram", ()),
     ("snapshot_pause", "stream_dedup_snapshot_pause_seconds", "histogram", ()),
     ("snapshot_size", "stream_dedup_snapshot_size_bytes", "gauge", ()),
@@ -299,7 +300,13 @@ def test_role_steps_fill_the_latency_batch_and_candidate_series_as_one_process_b
             indexed_documents=2,
             index_bytes=700,
             probes=ProbeCounts(
-                np.array([0, 2, 1]), 3, verified_pairs=2, settled_by_text=1, unsettled=0, text_reads=Counter(disk=2)
+                np.array([0, 2, 1]),
+                3,
+                verified_pairs=2,
+                settled_by_text=1,
+                unsettled=0,
+                text_reads=Counter(disk=2),
+                text_kept_bytes={"memory": 5000, "disk": 1 << 20},
             ),
         ),
         0.1,
@@ -314,6 +321,21 @@ def test_role_steps_fill_the_latency_batch_and_candidate_series_as_one_process_b
     assert sample(metrics, "stream_dedup_text_verifications_total", outcome="settled") == 1
     assert sample(metrics, "stream_dedup_text_reads_total", source="disk") == 2
     assert sample(metrics, "stream_dedup_text_reads_total", source="kafka") == 0
+    assert sample(metrics, "stream_dedup_text_kept_bytes", place="memory") == 5000
+    assert sample(metrics, "stream_dedup_text_kept_bytes", place="disk") == 1 << 20
     # The record without a timestamp is left out; the other waited about 2 s.
     assert sample(metrics, "stream_dedup_end_to_end_latency_seconds_count") == 1
     assert 2.0 <= (sample(metrics, "stream_dedup_end_to_end_latency_seconds_sum") or 0) < 10.0
+
+
+def test_a_batch_sets_what_the_kept_texts_take_and_one_without_texts_leaves_it() -> None:
+    metrics = WorkerMetrics()
+    events = MetricsEvents(metrics, Health())
+    none = np.zeros(0, dtype=np.int64)
+    kept = {"memory": 33 << 20, "disk": 7 << 20}
+    report = BatchReport(Counter(unique=1), Counter(), 0.1, 50.0, none, none, 0, 0, 1, 0, 0, 0, text_kept_bytes=kept)
+    events.batch_committed(report)
+    assert sample(metrics, "stream_dedup_text_kept_bytes", place="memory") == 33 << 20
+    assert sample(metrics, "stream_dedup_text_kept_bytes", place="disk") == 7 << 20
+    events.batch_committed(BatchReport(Counter(unique=1), Counter(), 0.1, 50.0, none, none, 0, 0, 1, 0, 0, 0))
+    assert sample(metrics, "stream_dedup_text_kept_bytes", place="disk") == 7 << 20
