@@ -10,8 +10,8 @@ spool's map). Almost none of it is garbage the collector is needed for:
 reference counting frees the batch's objects when it is done. Measured on the
 full ``benchmarks/kafka_stage.py`` run, the stage's process took 46 to 49 µs
 of CPU a document with the default thresholds, 43 with these, and 43 with no
-collector at all; what unreachable cycles hold meanwhile stays bounded by one
-young generation (a few MB).
+collector at all. Objects in reference cycles (rare here) still go, after
+at most 50,000 allocations instead of 700.
 """
 
 import gc
