@@ -1,5 +1,7 @@
 """Reading and signing a batch: the texts a worker keeps, as they are and in blocks, come with the signatures."""
 
+from typing import Any
+
 import numpy as np
 
 from stream_dedup.config import DetectionConfig
@@ -15,8 +17,9 @@ READING = InputReading()
 SIGNER = Detector(DetectionConfig())
 
 
-def batch() -> list:
+def batch() -> list[Any]:
     texts = make_corpus(60, seed=9)
+    texts[3], texts[4] = "a", "two words"  # shorter than a shingle
     made = [document("documents", i % 3, 1000 + i, f"d{i}", texts[i]) for i in range(50)]
     made.insert(7, record("documents", 1, 5, None, b"not json"))  # a dead letter: no text
     # Past what a pointer holds (65,535 partitions): a document, never asked for again, never kept.
