@@ -9,10 +9,16 @@ inserts the batch.
 **Hot buckets.** A band key shared by very many documents (boilerplate, a
 template, a thousand exact copies) would make every probe walk all of them.
 At most ``max_bucket_size`` documents are entered under one key of one band
-per generation; later ones are not entered in that band (they stay in their
-other bands and are still found through the earliest ``max_bucket_size``
-ones, which is where a tie-break to the earliest match looks anyway). Such
-skips are counted in :attr:`BandIndex.hot_bucket_skips`. With ``slots`` > 1
+per generation; later ones are not entered in that band. Such skips are
+counted in :attr:`BandIndex.hot_bucket_skips`. A skipped document stays in
+its other bands, where its near-copies still find it. But a document whose
+every band key is already full (a template's thousandth variant, each of
+its keys shared by ``max_bucket_size`` earlier variants) is entered in no
+band, and a later near-copy of it that is not an exact copy cannot find it:
+the earliest documents under those keys are found instead, and they need
+not be near-copies of it. That is the price of probes that stay bounded
+however common a band value is; ``docs/how-it-works.md`` says how to see
+and avoid it. With ``slots`` > 1
 the cap is counted per slot (``band_keys.content_slots``, a hash of the
 document's content): each slot admits ``ceil(max_bucket_size / slots)``
 documents per key, so that an index split by slot over shards counts every
