@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from html import escape
 
+from stream_dedup.text.shown import printable
+
 _STYLE = """
 body { font-family: sans-serif; margin: 1.5em; color: #222; max-width: 1400px; }
 h1 { font-size: 1.4em; margin: 0 0 0.2em 0; } h2 { font-size: 1.1em; margin: 1.4em 0 0.4em 0; }
@@ -73,7 +75,7 @@ def html_table(
     table_id: str = "",
     prose: Sequence[int] = (),
 ) -> str:
-    """A table of ``rows``, every cell escaped.
+    """A table of ``rows``, every cell escaped (see :func:`shown`).
 
     The columns whose indexes are in ``numeric`` align right and do not wrap;
     those in ``prose`` (long texts) wrap at words and take the width left by
@@ -82,9 +84,19 @@ def html_table(
 
     def cell(tag: str, column: int, value: object) -> str:
         kind = "number" if column in numeric else "prose" if column in prose else "text"
-        return f'<{tag} class="{kind}">{escape(str(value))}</{tag}>'
+        return f'<{tag} class="{kind}">{escape(shown(str(value)))}</{tag}>'
 
     head = "".join(cell("th", i, h) for i, h in enumerate(headers))
     body = "".join("<tr>" + "".join(cell("td", i, v) for i, v in enumerate(row)) + "</tr>" for row in rows)
     identity = f' id="{escape(table_id)}"' if table_id else ""
     return f"<table{identity}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def shown(text: str) -> str:
+    """``text`` as a cell shows it: runs of whitespace one space, as HTML renders them, and controls as escapes.
+
+    Controls are not allowed in HTML, and a right-to-left override in an id
+    or a text would reorder what follows it on the page
+    (:func:`~stream_dedup.text.shown.printable`).
+    """
+    return printable(" ".join(text.split()))

@@ -1,14 +1,9 @@
-"""Text for a person at a terminal: colour only where wanted, and record contents that cannot take over the screen.
+"""Text for a person at a terminal: colour only where wanted, widths in columns, clipping.
 
-Ids and texts come from records anyone may have produced. Printed as they
-are, an escape character could recolour or clear the terminal, a lone
-surrogate would make ``print`` raise, and a right-to-left override would
-reorder the rest of the line. :func:`printable` shows those characters as
-escapes instead; everything else, right-to-left scripts included, is shown
-as it is.
+What record contents may hold that would take over the screen is shown as
+escapes by :func:`stream_dedup.text.shown.printable`.
 """
 
-import re
 import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -29,9 +24,6 @@ _SGR: dict[Tone, str] = {
 #: Without colour, a shared passage is marked by these instead of reverse video.
 SHARED_MARKS = ("«", "»")
 ELLIPSIS = "…"
-#: C0 and C1 controls (escape, newline, DEL...), lone surrogates, and the bidi
-#: embeddings, overrides and isolates that reorder what follows them.
-_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
 
 
 def wants_colour(choice: ColorChoice, stream: TextIO, environ: Mapping[str, str]) -> bool:
@@ -61,20 +53,6 @@ class Style:
         if tone == "shared":
             return f"{SHARED_MARKS[0]}{text}{SHARED_MARKS[1]}"
         return text
-
-
-def printable(text: str) -> str:
-    r"""``text`` with controls, lone surrogates and bidi overrides shown as escapes.
-
-    >>> printable("ad-1\x1b[2J\u202egnp.exe")
-    'ad-1\\x1b[2J\\u202egnp.exe'
-    """
-    return _UNPRINTABLE.sub(_escape, text)
-
-
-def _escape(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def display_width(text: str) -> int:

@@ -15,9 +15,10 @@ Everything taken from a record goes through :func:`printable` first.
 
 from typing import NamedTuple
 
-from stream_dedup.cli.terminal_text import Style, Tone, clip, display_width, printable
+from stream_dedup.cli.terminal_text import Style, Tone, clip, display_width
 from stream_dedup.cli.watched_records import Coordinates, DeadLetterRecord, OtherRecord, VerdictRecord, WatchedRecord
 from stream_dedup.text.shared_passages import shared_passages
+from stream_dedup.text.shown import printable
 
 #: Columns an id gets before the next field (longer ones are cut, with ``…``).
 ID_COLUMNS = 14

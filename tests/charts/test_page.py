@@ -1,6 +1,10 @@
 """The HTML frame: one self-contained document, every cell and figure escaped."""
 
+import re
 from html.parser import HTMLParser
+
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stream_dedup.charts import Figure, html_figures, html_page, html_table
 
@@ -41,6 +45,26 @@ def test_table_cells_and_figures_are_escaped() -> None:
     elements = Elements(page)
     assert not [tag for tag, _ in elements.tags if tag in ("script", "img")]
     assert "".join(elements.text).count(HOSTILE) == 4  # title, cell, figure label, figure text
+
+
+def test_cells_show_controls_and_bidi_overrides_as_escapes_and_keep_every_script() -> None:
+    text = "price\x00 100\u202e\tEUR\n\x1b[2J \u05e9\u05dc\u05d5\u05dd \u6771\u4eac"
+
+    cell = "".join(Elements(html_table(["text"], [[text]])).text[1:])
+
+    assert cell == "price\\x00 100\\u202e EUR \\x1b[2J \u05e9\u05dc\u05d5\u05dd \u6771\u4eac"
+
+
+#: What HTML forbids in text (controls but whitespace), lone surrogates, and what reorders the text after it.
+_NOT_IN_A_CELL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff\u202a-\u202e\u2066-\u2069]")
+
+
+@given(st.text())
+def test_any_cell_text_can_be_written_and_holds_no_control_or_override(text: str) -> None:
+    table = html_table(["text"], [[text]])
+
+    table.encode("utf-8")
+    assert not _NOT_IN_A_CELL.search(table)
 
 
 def test_a_figure_carries_its_raw_value_and_key() -> None:

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stream_dedup.cli.terminal_text import Style, clip, display_width, printable, wants_colour
+from stream_dedup.cli.terminal_text import Style, clip, display_width, wants_colour
+from stream_dedup.text.shown import printable
 
 
 class _Terminal(io.StringIO):
