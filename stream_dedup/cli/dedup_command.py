@@ -53,9 +53,10 @@ def run(args: argparse.Namespace) -> int:
     rejected = 0
     with ExitStack() as stack:
         source = sys.stdin if args.input == "-" else stack.enter_context(open(args.input, encoding=INPUT_ENCODING))
-        sink = sys.stdout if args.output == "-" else stack.enter_context(open(args.output, "w", encoding="utf-8"))
-        # Opened now: a report path that cannot be written fails before the run, not after it.
+        # Opened now: a report path that cannot be written fails before the run, not after it, and
+        # before the verdicts file is opened (emptied): an earlier run's verdicts are not lost to a typo.
         report_file = stack.enter_context(open(args.report, "w", encoding="utf-8")) if args.report else None
+        sink = sys.stdout if args.output == "-" else stack.enter_context(open(args.output, "w", encoding="utf-8"))
         report = DedupReport(config) if report_file else None
         rejects_file: TextIO | None = None
         # The texts of pairs too near the threshold for the sketch (see engine.text_verification).

@@ -164,3 +164,14 @@ def test_a_report_path_that_cannot_be_written_fails_before_the_run(tmp_path: Pat
     assert result.returncode == 1
     assert b"missing/report.html" in result.stderr
     assert json.dumps("a").encode() not in result.stdout  # no verdict written
+
+
+def test_a_report_path_that_cannot_be_written_leaves_an_earlier_runs_verdicts_as_they_were(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
+    assert run_cli("in.jsonl", "--output", "verdicts.jsonl", cwd=tmp_path).returncode == 0
+    earlier = (tmp_path / "verdicts.jsonl").read_bytes()
+
+    result = run_cli("in.jsonl", "--output", "verdicts.jsonl", "--report", "missing/report.html", cwd=tmp_path)
+
+    assert result.returncode == 1
+    assert earlier and (tmp_path / "verdicts.jsonl").read_bytes() == earlier
