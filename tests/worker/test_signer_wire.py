@@ -46,6 +46,7 @@ records = st.lists(
         values,
     ),
     max_size=30,
+    unique_by=lambda record: (record.partition, record.offset),  # as in any batch Kafka gives
 )
 
 
