@@ -116,7 +116,8 @@ class DetectionConfig:
             the Jaccard estimate of the one-bit sketches; ``"exact"``: by exact
             Jaccard of the documents' shingle sets, which the index then keeps
             (4 bytes per distinct shingle, ~4 KB for a 1 KB document).
-        max_bucket_size: hot-bucket cap (documents per band key; for
+        max_bucket_size: hot-bucket cap (documents a band keeps per key and
+            generation, the newest; the content key keeps the earliest; for
             ``simhash``, stored near matches per generation past which a
             document is kept but not entered in the Hamming tables).
         index_slots: the hot-bucket cap is counted per slot, a hash of the

@@ -218,7 +218,7 @@ class Detector(DuplicateDetector):
             seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
         else:
             # Where each row is entered: an earlier row another shard owns is entered there, not here.
-            admitted = counts < self.index.slot_cap
+            admitted = self.index.admitted(keys, counts)
             if earlier is not None:
                 admitted &= earlier[:, np.newaxis]
             rows, seqs = self.containment.candidates(batch, lookup, admitted, first_seq)

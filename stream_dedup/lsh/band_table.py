@@ -15,6 +15,12 @@ candidate, which verification rejects. Tables grow by half, so a band costs
 Keys are not stored whole here: growing asks the owner for the high 16 bits
 of its documents' keys, which with the fingerprints in the table make the
 keys again. (A key's home bucket depends on all 32 bits.)
+
+An entry removed (the hot-bucket cap keeps only a key's newest documents,
+``lsh.index``) keeps its slot, its fingerprint replaced by
+:data:`REMOVED`: even, so no key's fingerprint matches it, and not 0, so
+the bucket still counts as used and the entries that overflowed past it are
+still found. Growing drops such slots.
 """
 
 from collections.abc import Callable
@@ -25,6 +31,8 @@ import numpy.typing as npt
 from stream_dedup.text.hashing import U64
 
 BUCKET_SLOTS = 8
+#: The fingerprint of a removed entry's slot (fingerprints of keys are odd).
+REMOVED = np.uint16(2)
 _MAX_LOAD = 0.75
 _GROWTH = 1.5
 #: Initial size: 16,384 documents per band (~100 KB a band) before the first growth.
@@ -103,8 +111,25 @@ class BandTables:
         self._place(bands, keys, docs)
         self.entries += per_band
 
+    def remove(self, bands: IntArray, keys: KeyArray, docs: IntArray) -> None:
+        """Remove the entries ``(bands[i], keys[i]) -> docs[i]`` (each stored once); their slots stay used."""
+        flat_docs = self.docs.reshape(-1)
+        flat_fingerprints = self.fingerprints.reshape(-1)
+        cell = self._home_cells(bands, keys)
+        fingerprint = _fingerprint(keys)
+        stored_docs = docs.astype(np.uint32) + np.uint32(1)
+        while cell.size:
+            slots = cell[:, None] * BUCKET_SLOTS + np.arange(BUCKET_SLOTS)
+            found = (flat_fingerprints[slots] == fingerprint[:, None]) & (flat_docs[slots] == stored_docs[:, None])
+            hit = found.any(axis=1)
+            flat_fingerprints[slots[hit, np.argmax(found[hit], axis=1)]] = REMOVED
+            # An entry is past its home bucket only if that bucket was full.
+            going_on = np.flatnonzero(~hit & (flat_fingerprints[slots[:, -1]] != 0))
+            cell = self._next_cells(cell[going_on])
+            fingerprint, stored_docs = fingerprint[going_on], stored_docs[going_on]
+
     def _grow(self, buckets: int, key_highs_of: KeyHighsOf) -> None:
-        """Rehash every stored entry into tables of ``buckets`` buckets per band.
+        """Rehash every stored entry into tables of ``buckets`` buckets per band (removed ones are dropped).
 
         A band at a time: its arrays (a million entries at most a few MB)
         then stay in cache, where the whole tables at once would not.
@@ -116,7 +141,8 @@ class BandTables:
         highs = key_highs_of()
         for band in range(shape[0]):
             fingerprints = old_fingerprints[band].reshape(-1)
-            at = np.flatnonzero(fingerprints)
+            at = np.flatnonzero(fingerprints & np.uint16(1))  # stored entries: not free, not removed
+            self.entries[band] = at.size
             stored_docs = np.take(old_docs[band].reshape(-1), at)
             keys = np.take(highs[:, band], stored_docs - 1).astype(np.uint32) << np.uint32(16)
             keys |= np.take(fingerprints, at)

@@ -8,17 +8,17 @@ inserts the batch.
 
 **Hot buckets.** A band key shared by very many documents (boilerplate, a
 template, a thousand exact copies) would make every probe walk all of them.
-At most ``max_bucket_size`` documents are entered under one key of one band
-per generation; later ones are not entered in that band. Such skips are
-counted in :attr:`BandIndex.hot_bucket_skips`. A skipped document stays in
-its other bands, where its near-copies still find it. But a document whose
-every band key is already full (a template's thousandth variant, each of
-its keys shared by ``max_bucket_size`` earlier variants) is entered in no
-band, and a later near-copy of it that is not an exact copy cannot find it:
-the earliest documents under those keys are found instead, and they need
-not be near-copies of it. That is the price of probes that stay bounded
-however common a band value is; ``docs/how-it-works.md`` says how to see
-and avoid it. With ``slots`` > 1
+So a band keeps at most ``max_bucket_size`` documents under one key per
+generation: the newest. A document entered under a full key displaces the
+oldest one there (its entry is removed, ``BandTables.remove``); that and
+the rows of one batch past the cap are counted in
+:attr:`BandIndex.hot_bucket_skips`. The newest, not the earliest, because a
+template's variants fill its keys: had the earliest stayed, every variant
+after them would be entered in no band, and its repost, the near-copy a
+user cares about, could never find it. A displaced document stays in its
+other bands and in the content key; a near-copy of it that comes after
+``max_bucket_size`` newer documents took each of its band keys misses it.
+With ``slots`` > 1
 the cap is counted per slot (``band_keys.content_slots``, a hash of the
 document's content): each slot admits ``ceil(max_bucket_size / slots)``
 documents per key, so that an index split by slot over shards counts every
@@ -26,7 +26,8 @@ cap exactly as the whole index would (``engine.sharding``).
 
 **Exact copies are always found.** Besides the bands, every generation keeps
 one more table, under each document's content key (``lsh.band_keys``),
-capped like the others. An exact copy probes it with the key of its
+capped too, but keeping a key's *earliest* documents (later ones are not
+entered). An exact copy probes it with the key of its
 original: either the original was entered there, or, the cap being reached,
 the earliest ``max_bucket_size`` documents of the original's generation under
 that key were, and those are exact copies too. Either way the copy is found
@@ -35,7 +36,7 @@ findable as long as the original is indexed.
 """
 
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -49,6 +50,13 @@ from stream_dedup.lsh.params import BandParameters
 from stream_dedup.lsh.retention import GenerationList, Retention
 from stream_dedup.text.hashing import U64
 from stream_dedup.text.shingle_sets import ShingleSets
+
+
+class _Crowding(NamedTuple):
+    """Per row and table of a batch: earlier rows sharing its key and slot, and how many rows share them."""
+
+    ranks: npt.NDArray[np.int64]
+    sizes: npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -187,19 +195,82 @@ class BandIndex:
                 ids[position] = doc_id
         return ids
 
-    def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
-        """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
+    def admitted(self, keys: KeyArray, earlier_counts: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """``(n, bands + 1)``: whether :meth:`add` enters each row of a batch in each table.
 
         ``earlier_counts[row, table]`` is how many documents (of the row's
         slot) already sit under that key in the newest generation plus how
-        many earlier rows of the batch (of its slot) share it: a row is
-        entered in a table only below the cap.
+        many earlier rows of the batch (of its slot) share it. A band takes
+        the batch's last ``slot_cap`` rows under a key (room is made for them:
+        a band keeps a key's newest documents); the content key only rows
+        below the cap (it keeps a key's earliest: an exact copy names the first).
         """
-        admit = earlier_counts < self.slot_cap
-        self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit))
+        return self._admitted(earlier_counts, self._crowding(keys, earlier_counts))
+
+    def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
+        """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
+
+        ``earlier_counts``: see :meth:`admitted`. Under a band key that would
+        then hold more than ``slot_cap`` documents of a slot, the oldest are
+        removed from the band first.
+        """
+        keys = batch.signed.keys
+        crowding = self._crowding(keys, earlier_counts)
+        admit = self._admitted(earlier_counts, crowding)
+        removed = self._make_room(keys, earlier_counts, crowding) if crowding is not None else 0
+        self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit)) + removed
         self.generations[-1].add(batch, admit)
         self.history.note_event_times(batch.event_times)
         self.history.apply_retention()
+
+    def _crowding(self, keys: KeyArray, earlier_counts: npt.NDArray[np.int64]) -> "_Crowding | None":
+        """How the batch's rows group under each key and slot; ``None`` if no band key reaches the cap.
+
+        ``None`` is the usual case, known from the counts alone: under every
+        band key, what is stored plus the batch's rows stays within the cap.
+        """
+        if earlier_counts[:, :-1].max(initial=0) < self.slot_cap:
+            return None
+        return _Crowding(*_ranks_and_sizes(keys, self.slots))
+
+    def _admitted(self, earlier_counts: npt.NDArray[np.int64], crowding: "_Crowding | None") -> npt.NDArray[np.bool_]:
+        admit = earlier_counts < self.slot_cap
+        if crowding is not None:
+            admit[:, :-1] = (crowding.sizes - crowding.ranks <= self.slot_cap)[:, :-1]
+        return admit
+
+    def _make_room(self, keys: KeyArray, earlier_counts: npt.NDArray[np.int64], crowding: "_Crowding") -> int:
+        """Remove from the newest generation's bands the oldest documents a batch's rows displace; how many.
+
+        Under each band key (and slot), the stored documents and the rows the
+        batch enters (its last ``slot_cap``) that exceed ``slot_cap``. Counts
+        are exact: a stored document counts only if its whole key and slot
+        are the row's (the tables match 16 bits of a key).
+        """
+        bands = keys.shape[1] - 1
+        ranks, sizes = crowding
+        entering = np.minimum(sizes, self.slot_cap)
+        # The stored count of the tables' lookup, which may count a false match too, says where to look.
+        last = (ranks == sizes - 1)[:, :bands]
+        crowded = last & ((earlier_counts - ranks + entering)[:, :bands] > self.slot_cap)
+        rows, tables = np.divmod(np.flatnonzero(crowded), bands)
+        if rows.size == 0:
+            return 0
+        newest = self.generations[-1]
+        query_keys = keys[rows, tables]
+        query, local = newest.tables.lookup(tables, query_keys)
+        stored_highs = newest.key_highs.values
+        same = stored_highs[local, tables[query]] == (query_keys[query] >> np.uint32(16))
+        if self.slots > 1:
+            same &= stored_highs[local, -1] % self.slots == content_slots(keys, self.slots)[rows[query]]
+        query, local = query[same], local[same]
+        stored = np.bincount(query, minlength=rows.size)
+        excess = stored + entering[rows, tables] - self.slot_cap
+        order = np.lexsort((local, query))  # each key's documents, oldest first
+        query, local = query[order], local[order]
+        oldest = np.arange(query.size) - np.repeat(np.cumsum(stored) - stored, stored) < excess[query]
+        newest.tables.remove(tables[query[oldest]], query_keys[query[oldest]], local[oldest])
+        return int(np.count_nonzero(oldest))
 
     def seal(self) -> None:
         """Open a new newest generation, as retention does (a shard follows the whole stream's retention)."""
@@ -224,26 +295,45 @@ class BandIndex:
 def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, IntArray, npt.NDArray[np.int64]]:
     """Candidate pairs among the rows of one batch, and each row's rank under its keys.
 
-    Returns ``(rows, earlier_rows, ranks)``: row ``rows[i]`` shares a band key
-    with the earlier row ``earlier_rows[i]`` (each row is paired with at most
-    the first ``max_bucket_size`` earlier rows under a key, as the index
-    would hold no more), and ``ranks[row, band]`` is how many earlier rows of
-    the batch share that row's key in that band.
+    Returns ``(rows, earlier_rows, ranks)``: row ``rows[i]`` shares a key
+    with the earlier row ``earlier_rows[i]``, and ``ranks[row, table]`` is how
+    many earlier rows of the batch share that row's key in that table. As
+    the index keeps them, a row is paired with at most ``max_bucket_size``
+    earlier rows under a key: the newest under a band key, the earliest
+    under the content key (``keys``' last column).
     """
     groups = _key_groups(keys)
     partners = np.minimum(groups.sharing - groups.group_start, max_bucket_size)
+    content = groups.sharing // keys.shape[0] == keys.shape[1] - 1
+    first_partner = np.where(content, groups.group_start, groups.sharing - partners)
     owner = np.repeat(groups.sharing, partners)
     offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
-    partner = np.repeat(groups.group_start, partners) + offset
+    partner = np.repeat(first_partner, partners) + offset
     return groups.flat_order[owner], groups.flat_order[partner], groups.ranks
 
 
 def ranks_within_batch(keys: KeyArray, slots: int) -> npt.NDArray[np.int64]:
     """``ranks[row, table]``: earlier rows of the batch sharing the row's key in that table *and its slot*."""
+    return _key_groups(_slot_key_ids(keys, slots)).ranks
+
+
+def _ranks_and_sizes(keys: KeyArray, slots: int) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Per row and table: earlier rows of the batch sharing its key and slot, and how many rows share them."""
+    ids = _slot_key_ids(keys, slots)
+    tables = ids.shape[1]
+    # One bincount over every table: each table's ids moved past the ones before.
+    flat = ids + np.arange(tables) * (int(ids.max(initial=0)) + 1)
+    sizes = np.bincount(flat.reshape(-1))[flat]
+    return _key_groups(ids).ranks, sizes
+
+
+def _slot_key_ids(keys: KeyArray, slots: int) -> IntArray:
+    """``(n, tables)``: each row's (key, slot) in each table, numbered densely (so that with a row number
+    they still fit 64 bits)."""
     slot = content_slots(keys, slots).astype(U64)
-    # (key, slot) pairs numbered densely, so that with the row number they still fit 64 bits.
     _, group_ids = np.unique((keys.astype(U64) << U64(16)) | slot[:, None], return_inverse=True)
-    return _key_groups(group_ids.reshape(keys.shape)).ranks
+    ids: IntArray = group_ids.reshape(keys.shape).astype(np.intp)
+    return ids
 
 
 @dataclass(frozen=True)

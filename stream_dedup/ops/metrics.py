@@ -151,7 +151,7 @@ class WorkerMetrics:
         )
         self.hot_bucket_skips = Counter(
             "stream_dedup_hot_bucket_skips_total",
-            "Band buckets skipped or capped for holding too many documents.",
+            "Band entries skipped or displaced by the hot-bucket cap (a band keeps a key's newest documents).",
             registry=r,
         )
 

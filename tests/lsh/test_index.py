@@ -89,7 +89,7 @@ def test_pairs_within_batch_match_brute_force_and_respect_the_cap() -> None:
     assert per_band_partners.max() <= 2 * 3
 
 
-def test_hot_bucket_is_capped_and_counted() -> None:
+def test_a_hot_band_keeps_the_newest_documents_and_the_content_key_the_earliest() -> None:
     index = BandIndex(SKETCH_BITS, BANDING, max_bucket_size=5)
     same = np.zeros((50, 8), dtype=np.uint32)
     add(index, same[:30])
@@ -97,9 +97,29 @@ def test_hot_bucket_is_capped_and_counted() -> None:
     lookup = index.lookup(keys_of(same[:1]))
     tables = BANDING.bands + 1  # and the content key's
     assert len(index) == 50
-    assert lookup.seqs.size == 5 * tables  # only the first five, under every key
-    assert set(lookup.seqs.tolist()) == set(range(5))
-    assert index.hot_bucket_skips == 45 * tables
+    in_bands = lookup.seqs[lookup.tables < BANDING.bands]
+    assert np.array_equal(np.bincount(in_bands, minlength=50), [0] * 45 + [BANDING.bands] * 5)
+    assert sorted(lookup.seqs[lookup.tables == BANDING.bands].tolist()) == list(range(5))
+    assert index.hot_bucket_skips == 45 * tables  # per table: 45 never entered or removed
+
+
+def test_hot_bands_hold_each_keys_newest_documents_whatever_the_batches() -> None:
+    """A model: under each band key, the newest ``max_bucket_size`` documents of the generation."""
+    rng = np.random.default_rng(11)
+    signatures = rng.integers(0, 3, (400, 8), dtype=np.uint32)  # few values: every key hot
+    for cap, cuts in [(3, [400]), (3, [1, 7, 50, 51, 200, 400]), (7, list(range(10, 401, 10)))]:
+        index = BandIndex(SKETCH_BITS, BANDING, max_bucket_size=cap)
+        start = 0
+        for stop in cuts:
+            add(index, signatures[start:stop])
+            start = stop
+        keys = keys_of(signatures)
+        lookup = index.lookup(keys)
+        for band in range(BANDING.bands):
+            for row in range(0, 400, 37):
+                sharing = np.flatnonzero(keys[:, band] == keys[row, band])
+                found = lookup.seqs[(lookup.rows == row) & (lookup.tables == band)]
+                assert sorted(found.tolist()) == sharing[-cap:].tolist(), (cap, cuts, band, row)
 
 
 def test_retention_by_count_evicts_whole_generations_oldest_first() -> None:

@@ -17,7 +17,7 @@ from stream_dedup.lsh.index import ranks_within_batch
     cap=st.integers(1, 4),
     seed=st.integers(0, 2**32),
 )
-def test_each_row_pairs_with_the_first_earlier_rows_under_each_key_up_to_the_cap(
+def test_each_row_pairs_with_the_newest_earlier_rows_under_a_band_key_and_the_first_under_the_content_key(
     rows: int, bands: int, values: int, cap: int, seed: int
 ) -> None:
     keys = np.random.default_rng(seed).integers(0, values, (rows, bands)).astype(np.uint32)
@@ -27,7 +27,8 @@ def test_each_row_pairs_with_the_first_earlier_rows_under_each_key_up_to_the_cap
         for row in range(rows):
             sharing = [e for e in range(row) if keys[e, band] == keys[row, band]]
             assert ranks[row, band] == len(sharing)
-            expected_pairs += [(row, e) for e in sharing[:cap]]
+            kept = sharing[:cap] if band == bands - 1 else sharing[-cap:]  # the last column: the content key
+            expected_pairs += [(row, e) for e in kept]
     assert sorted(zip(later.tolist(), earlier.tolist(), strict=True)) == sorted(expected_pairs)
 
 
