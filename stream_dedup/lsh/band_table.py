@@ -19,8 +19,9 @@ keys again. (A key's home bucket depends on all 32 bits.)
 An entry removed (the hot-bucket cap keeps only a key's newest documents,
 ``lsh.index``) keeps its slot, its fingerprint replaced by
 :data:`REMOVED`: even, so no key's fingerprint matches it, and not 0, so
-the bucket still counts as used and the entries that overflowed past it are
-still found. Growing drops such slots.
+the bucket still counts as full and the entries that overflowed past it are
+still found. The next entry placed in that bucket takes the slot; growing
+drops such slots. ``entries`` counts the slots in use, removed ones too.
 """
 
 from collections.abc import Callable
@@ -62,6 +63,10 @@ class BandTables:
     @property
     def buckets(self) -> int:
         return int(self.docs.shape[1])
+
+    @property
+    def slots_per_band(self) -> int:
+        return self.buckets * BUCKET_SLOTS
 
     @property
     def nbytes(self) -> int:
@@ -108,8 +113,8 @@ class BandTables:
         if largest > _MAX_LOAD * capacity:
             needed = max(largest / _MAX_LOAD, capacity * _GROWTH)
             self._grow(int(needed) // BUCKET_SLOTS + 1, key_highs_of)
-        self._place(bands, keys, docs)
-        self.entries += per_band
+        reused = self._place(bands, keys, docs)
+        self.entries += per_band - reused
 
     def remove(self, bands: IntArray, keys: KeyArray, docs: IntArray) -> None:
         """Remove the entries ``(bands[i], keys[i]) -> docs[i]`` (each stored once); their slots stay used."""
@@ -148,7 +153,7 @@ class BandTables:
             keys |= np.take(fingerprints, at)
             _place_rehashed(self.docs[band], self.fingerprints[band], keys, stored_docs)
 
-    def _place(self, bands: IntArray, keys: KeyArray, docs: IntArray) -> None:
+    def _place(self, bands: IntArray, keys: KeyArray, docs: IntArray) -> npt.NDArray[np.int64]:
         """Insert a batch of entries, each in the first bucket of its probe sequence with a free slot.
 
         A batch's entries seldom share a bucket, so rather than sorting them
@@ -156,6 +161,9 @@ class BandTables:
         into the first free slot of its bucket and reads it back: of entries
         that aimed at one slot, the one whose write stayed owns it, and the
         others try again. Entries whose bucket is full move to the next one.
+        A removed entry's slot is free again (so a key whose oldest entries
+        make room for new ones keeps its few buckets); returns how many such
+        slots each band took.
         """
         flat_docs = self.docs.reshape(-1)
         flat_fingerprints = self.fingerprints.reshape(-1)
@@ -163,20 +171,26 @@ class BandTables:
         cell = self._home_cells(bands, keys)
         fingerprint = _fingerprint(keys)
         stored_docs = docs.astype(np.uint32) + np.uint32(1)
+        reused = np.zeros(self.entries.size, dtype=np.int64)
         while cell.size:
-            used = _used_slots(np.take(fingerprint_rows, cell, axis=0))
-            full = used == BUCKET_SLOTS
+            # Stored fingerprints are odd; a free slot (0) or a removed one (REMOVED) is even.
+            open_slots = (np.take(fingerprint_rows, cell, axis=0) & np.uint16(1)) == 0
+            first = np.argmax(open_slots, axis=1)
+            full = ~open_slots[np.arange(cell.size), first]
             free, blocked = np.flatnonzero(~full), np.flatnonzero(full)
-            target = np.take(cell, free) * BUCKET_SLOTS + np.take(used, free)
+            target = np.take(cell, free) * BUCKET_SLOTS + np.take(first, free)
             writing = np.take(stored_docs, free)
             flat_docs[target] = writing
             owned = np.take(flat_docs, target) == writing
-            flat_fingerprints[target[owned]] = np.take(fingerprint, free[owned])
+            won = target[owned]
+            reused += np.bincount(won[flat_fingerprints[won] == REMOVED] // self.slots_per_band, minlength=reused.size)
+            flat_fingerprints[won] = np.take(fingerprint, free[owned])
             # Entries that lost their slot try again in its bucket; those whose bucket was full, in the next.
             lost = free[~owned]
             cell = np.concatenate((np.take(cell, lost), self._next_cells(np.take(cell, blocked))))
             left = np.concatenate((lost, blocked))
             fingerprint, stored_docs = np.take(fingerprint, left), np.take(stored_docs, left)
+        return reused
 
     def _home_cells(self, bands: IntArray, keys: KeyArray) -> IntArray:
         """Row of each entry's home bucket in the tables seen as one ``(bands * buckets, 8)`` array."""

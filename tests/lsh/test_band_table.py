@@ -95,3 +95,5 @@ def test_removed_entries_are_never_found_and_the_others_always_are_through_growt
         for d in np.flatnonzero((keys[:, band] == pool[k]) & stored[:, band]).tolist()
     )
     assert found == expected
+    # Slots in use, removed ones too (what the load counts); a removed slot is taken again.
+    assert tables.entries.tolist() == np.count_nonzero(tables.fingerprints.reshape(bands, -1), axis=1).tolist()

@@ -103,6 +103,18 @@ def test_a_hot_band_keeps_the_newest_documents_and_the_content_key_the_earliest(
     assert index.hot_bucket_skips == 45 * tables  # per table: 45 never entered or removed
 
 
+def test_a_key_that_keeps_displacing_its_oldest_documents_keeps_its_few_slots() -> None:
+    # Each batch's documents take the slots of those they displace: the band's slots in use stay
+    # those of the cap, so a probe of the key never walks a lengthening run of removed entries.
+    index = BandIndex(SKETCH_BITS, BANDING, max_bucket_size=5)
+    same = np.zeros((20, 8), dtype=np.uint32)
+    for _ in range(60):
+        add(index, same)
+    tables = index.generations[-1].tables
+    assert tables.entries[: BANDING.bands].tolist() == [5] * BANDING.bands
+    assert np.count_nonzero(tables.fingerprints[: BANDING.bands]) == 5 * BANDING.bands
+
+
 def test_hot_bands_hold_each_keys_newest_documents_whatever_the_batches() -> None:
     """A model: under each band key, the newest ``max_bucket_size`` documents of the generation."""
     rng = np.random.default_rng(11)
