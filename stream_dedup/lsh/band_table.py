@@ -173,17 +173,17 @@ class BandTables:
         stored_docs = docs.astype(np.uint32) + np.uint32(1)
         reused = np.zeros(self.entries.size, dtype=np.int64)
         while cell.size:
-            # Stored fingerprints are odd; a free slot (0) or a removed one (REMOVED) is even.
-            open_slots = (np.take(fingerprint_rows, cell, axis=0) & np.uint16(1)) == 0
-            first = np.argmax(open_slots, axis=1)
-            full = ~open_slots[np.arange(cell.size), first]
+            first = _first_open_slots(np.take(fingerprint_rows, cell, axis=0))
+            full = first == BUCKET_SLOTS
             free, blocked = np.flatnonzero(~full), np.flatnonzero(full)
             target = np.take(cell, free) * BUCKET_SLOTS + np.take(first, free)
             writing = np.take(stored_docs, free)
             flat_docs[target] = writing
             owned = np.take(flat_docs, target) == writing
             won = target[owned]
-            reused += np.bincount(won[flat_fingerprints[won] == REMOVED] // self.slots_per_band, minlength=reused.size)
+            was_removed = flat_fingerprints[won] == REMOVED
+            if was_removed.any():
+                reused += np.bincount(won[was_removed] // self.slots_per_band, minlength=reused.size)
             flat_fingerprints[won] = np.take(fingerprint, free[owned])
             # Entries that lost their slot try again in its bucket; those whose bucket was full, in the next.
             lost = free[~owned]
@@ -242,6 +242,17 @@ def _place_rehashed(
         pending = pending[~fits]
         bucket = bucket[~fits] + 1
         bucket[bucket == buckets] = 0
+
+
+def _first_open_slots(stored: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint8]:
+    """First slot of buckets read as ``(n, 8)`` fingerprints that is free (0) or removed (:data:`REMOVED`),
+    ``BUCKET_SLOTS`` if none: stored fingerprints are odd, those two even. A bucket's eight open-flags are
+    one 64-bit word (a byte each, the first slot lowest), whose trailing zero bits, counted below its
+    lowest set bit, are eight per slot before the first open one."""
+    flags = ((stored & np.uint16(1)) == 0).view(np.uint64).reshape(-1)
+    lowest = flags & (~flags + np.uint64(1))
+    first: npt.NDArray[np.uint8] = np.bitwise_count(lowest - np.uint64(1)) >> np.uint8(3)
+    return first
 
 
 def _used_slots(stored: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint8]:
