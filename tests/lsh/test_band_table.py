@@ -6,6 +6,32 @@ from hypothesis import strategies as st
 
 from stream_dedup.lsh.band_table import BUCKET_SLOTS, BandTables
 
+BANDS = 2
+
+
+def key_pool(rng: np.random.Generator, distinct_keys: int) -> np.ndarray:
+    """Odd 32-bit keys whose fingerprints (low 16 bits) are all different."""
+    highs = rng.integers(0, 2**16, distinct_keys, dtype=np.uint32) << np.uint32(16)
+    return highs | (np.arange(distinct_keys, dtype=np.uint32) * np.uint32(2) + np.uint32(1))
+
+
+def insert(tables: BandTables, keys: np.ndarray, new: np.ndarray) -> np.ndarray:
+    """Insert documents with keys ``new`` after those of ``keys`` (every band); returns all the keys."""
+    first = keys.shape[0]
+    keys = np.concatenate((keys, new))
+    highs = (keys >> np.uint32(16)).astype(np.uint16)
+    size = new.shape[0]
+    tables.insert(
+        np.tile(np.arange(BANDS), size), new.ravel(), np.repeat(np.arange(first, first + size), BANDS), lambda: highs
+    )
+    return keys
+
+
+def stored_under_each_key(tables: BandTables, pool: np.ndarray) -> list[tuple[int, int]]:
+    """(query, document) of every lookup of each key of ``pool`` in each band."""
+    query, doc = tables.lookup(np.repeat(np.arange(BANDS), pool.size), np.tile(pool, BANDS))
+    return sorted(zip(query.tolist(), doc.tolist(), strict=True))
+
 
 @settings(max_examples=60, deadline=None)
 @given(
@@ -20,34 +46,20 @@ def test_lookup_finds_every_document_inserted_under_its_key(
     # Few keys, crowded into few buckets: entries of one batch share buckets, overflow and wrap.
     # Each key's fingerprint (its low 16 bits) is its own, so a lookup must find exactly its documents.
     rng = np.random.default_rng(seed)
-    highs = rng.integers(0, 2**16, distinct_keys, dtype=np.uint32) << np.uint32(16)
-    pool = highs | (np.arange(distinct_keys, dtype=np.uint32) * np.uint32(2) + np.uint32(1))
-    bands = 2
-    tables = BandTables(bands, buckets)
-    keys = np.empty((0, bands), dtype=np.uint32)
+    pool = key_pool(rng, distinct_keys)
+    tables = BandTables(BANDS, buckets)
+    keys = np.empty((0, BANDS), dtype=np.uint32)
     for size in batches:
-        new = pool[rng.integers(0, distinct_keys, (size, bands))]
-        first = keys.shape[0]
-        keys = np.concatenate((keys, new))
-        highs_so_far = (keys >> np.uint32(16)).astype(np.uint16)
-        tables.insert(
-            np.tile(np.arange(bands), size),
-            new.ravel(),
-            np.repeat(np.arange(first, first + size), bands),
-            lambda highs_so_far=highs_so_far: highs_so_far,
-        )
-    query_bands = np.repeat(np.arange(bands), distinct_keys)
-    query, doc = tables.lookup(query_bands, np.tile(pool, bands))
-    found = sorted(zip(query.tolist(), doc.tolist(), strict=True))
+        keys = insert(tables, keys, pool[rng.integers(0, distinct_keys, (size, BANDS))])
     expected = sorted(
         (band * distinct_keys + k, d)
-        for band in range(bands)
+        for band in range(BANDS)
         for k in range(distinct_keys)
         for d in np.flatnonzero(keys[:, band] == pool[k]).tolist()
     )
-    assert found == expected
-    assert tables.entries.tolist() == [keys.shape[0]] * bands
-    assert np.count_nonzero(tables.fingerprints) == bands * keys.shape[0] <= tables.docs.size
+    assert stored_under_each_key(tables, pool) == expected
+    assert tables.entries.tolist() == [keys.shape[0]] * BANDS
+    assert np.count_nonzero(tables.fingerprints) == BANDS * keys.shape[0] <= tables.docs.size
     assert tables.buckets * BUCKET_SLOTS * 0.75 >= keys.shape[0]
 
 
@@ -63,37 +75,23 @@ def test_removed_entries_are_never_found_and_the_others_always_are_through_growt
 ) -> None:
     # After each batch a share of every entry still stored is removed; later batches make the tables grow.
     rng = np.random.default_rng(seed)
-    highs = rng.integers(0, 2**16, distinct_keys, dtype=np.uint32) << np.uint32(16)
-    pool = highs | (np.arange(distinct_keys, dtype=np.uint32) * np.uint32(2) + np.uint32(1))
-    bands = 2
-    tables = BandTables(bands, buckets)
-    keys = np.empty((0, bands), dtype=np.uint32)
-    stored = np.empty((0, bands), dtype=bool)
+    pool = key_pool(rng, distinct_keys)
+    tables = BandTables(BANDS, buckets)
+    keys = np.empty((0, BANDS), dtype=np.uint32)
+    stored = np.empty((0, BANDS), dtype=bool)
     for size, share in batches:
-        new = pool[rng.integers(0, distinct_keys, (size, bands))]
-        first = keys.shape[0]
-        keys = np.concatenate((keys, new))
-        stored = np.concatenate((stored, np.ones(new.shape, dtype=bool)))
-        highs_so_far = (keys >> np.uint32(16)).astype(np.uint16)
-        tables.insert(
-            np.tile(np.arange(bands), size),
-            new.ravel(),
-            np.repeat(np.arange(first, first + size), bands),
-            lambda highs_so_far=highs_so_far: highs_so_far,
-        )
+        keys = insert(tables, keys, pool[rng.integers(0, distinct_keys, (size, BANDS))])
+        stored = np.concatenate((stored, np.ones((size, BANDS), dtype=bool)))
         removing = stored & (rng.random(stored.shape) < share)
         docs, bands_of = np.nonzero(removing)
         tables.remove(bands_of, keys[docs, bands_of], docs)
         stored &= ~removing
-    query_bands = np.repeat(np.arange(bands), distinct_keys)
-    query, doc = tables.lookup(query_bands, np.tile(pool, bands))
-    found = sorted(zip(query.tolist(), doc.tolist(), strict=True))
     expected = sorted(
         (band * distinct_keys + k, d)
-        for band in range(bands)
+        for band in range(BANDS)
         for k in range(distinct_keys)
         for d in np.flatnonzero((keys[:, band] == pool[k]) & stored[:, band]).tolist()
     )
-    assert found == expected
+    assert stored_under_each_key(tables, pool) == expected
     # Slots in use, removed ones too (what the load counts); a removed slot is taken again.
-    assert tables.entries.tolist() == np.count_nonzero(tables.fingerprints.reshape(bands, -1), axis=1).tolist()
+    assert tables.entries.tolist() == np.count_nonzero(tables.fingerprints.reshape(BANDS, -1), axis=1).tolist()
