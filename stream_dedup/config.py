@@ -374,6 +374,10 @@ class DetectionConfig:
         different settings can be told apart. Settings the method does not
         read are left out.
         """
+        return _fingerprint(self.verdict_settings())
+
+    def verdict_settings(self) -> dict[str, object]:
+        """Every parameter that decides verdicts, by name: what :meth:`fingerprint` hashes."""
         unread = (_SIMHASH_ONLY if not self.uses_simhash else ()) + (_MINHASH_ONLY if not self.uses_minhash else ())
         unread += _CONTAINMENT_ONLY if self.containment_threshold is None else ()
         settings = {name: value for name, value in asdict(self).items() if name not in unread}
@@ -385,7 +389,7 @@ class DetectionConfig:
             del settings["ignore_invisible"]
         if not self.fold_lookalikes:
             del settings["fold_lookalikes"]
-        return _fingerprint({**settings, **self.signature_parameters()})
+        return {**settings, **self.signature_parameters()}
 
     def signature_fingerprint(self) -> str:
         """Short stable hash of :meth:`signature_parameters` only (16 hex digits).

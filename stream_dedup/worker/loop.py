@@ -592,8 +592,17 @@ class _Session:
         if unchanged:
             self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
             return
-        coverage = SnapshotCoverage(self.settings.changelog_topic, replay.applied_offset, dict(replay.positions))
+        coverage = self.coverage()
         store.write_in_background(self.detector, coverage, self.events.snapshot_written, self.snapshot_failed)
+
+    def coverage(self) -> SnapshotCoverage:
+        """What a snapshot taken now covers, and the settings its verdicts were made under."""
+        return SnapshotCoverage(
+            self.settings.changelog_topic,
+            self.replay.applied_offset,
+            dict(self.replay.positions),
+            settings=self.settings.detection.verdict_settings(),
+        )
 
     def snapshot_failed(self, error: BaseException) -> None:
         log.error("snapshot failed (the changelog still holds everything): %r", error)
@@ -606,7 +615,7 @@ class _Session:
             return
         if replay.applied_offset == self.schedule.covered_offset:
             return
-        coverage = SnapshotCoverage(self.settings.changelog_topic, replay.applied_offset, dict(replay.positions))
+        coverage = self.coverage()
 
         def written(seconds: float, pause: float, size: int) -> None:
             self.events.snapshot_written(seconds, pause, size)

@@ -46,6 +46,14 @@ def restore(
         replay.skip_to(first, {})
     else:
         detector, coverage = loaded
+        changed = coverage.settings_changed(s.detection.verdict_settings())
+        if changed is not None:
+            log.warning(
+                "the snapshot was made under other detection settings (%s): verdicts from here on follow "
+                "this run's (params_fingerprint %s)",
+                changed,
+                s.detection.fingerprint(),
+            )
         replay.skip_to(coverage.changelog_offset, coverage.positions)
         schedule.covers(coverage.changelog_offset, detector)
         events.snapshot_current(coverage.written_at)

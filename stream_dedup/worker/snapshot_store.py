@@ -35,12 +35,16 @@ class SnapshotCoverage:
     changelog_offset: int
     positions: dict[int, int]
     written_at: float = 0.0
+    #: The detection settings that decided the verdicts so far (``DetectionConfig.verdict_settings``),
+    #: if the snapshot says (those written before it did do not).
+    settings: dict[str, Any] | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         return {
             "changelog_topic": self.changelog_topic,
             "changelog_offset": self.changelog_offset,
             "positions": {str(p): o for p, o in self.positions.items()},
+            "settings": self.settings,
         }
 
     @classmethod
@@ -49,7 +53,26 @@ class SnapshotCoverage:
             str(metadata["changelog_topic"]),
             int(metadata["changelog_offset"]),
             {int(p): int(o) for p, o in metadata["positions"].items()},
+            settings=metadata.get("settings"),
         )
+
+    def settings_changed(self, running: dict[str, Any]) -> str | None:
+        """The settings that decide verdicts and differ from the snapshot's, said for a log; None if none do.
+
+        Only settings an index of the snapshot's signatures can run under
+        differ here (a threshold that keeps the banding, retention, the cap):
+        the others refuse the snapshot. Legitimate, but the verdicts change
+        from here on, and an operator should hear it.
+        """
+        if self.settings is None:
+            return None
+        names = dict.fromkeys([*self.settings, *running])
+        changes = [
+            f"{name} {self.settings.get(name)!r} -> {running.get(name)!r}"
+            for name in names
+            if self.settings.get(name) != running.get(name)
+        ]
+        return ", ".join(changes) or None
 
 
 def continued_by(log: str, first: int, end: int, end_name: str) -> Callable[[SnapshotCoverage], str | None]:

@@ -213,3 +213,23 @@ def test_a_whole_index_and_a_shard_never_load_each_others_snapshots(tmp_path: Pa
         shard_part(SLOTS, 0, 1), TOPIC, lambda c: None if c.changelog_offset == 10 else "no"
     )
     assert loaded_shard is None
+
+
+def test_a_snapshot_says_which_verdict_settings_changed_since_it_was_made(tmp_path: Path, detector: Detector) -> None:
+    # 0.8 and 0.795 choose the same banding: the index loads, and the operator hears the verdicts change.
+    made_with = DetectionConfig(threshold=0.8)
+    running = DetectionConfig(threshold=0.795, max_documents=1000)
+    assert made_with.banding() == running.banding()
+    store = SnapshotStore(tmp_path, kept=3)
+    failures: list[BaseException] = []
+    coverage = SnapshotCoverage(TOPIC, 20, {0: 200}, settings=made_with.verdict_settings())
+    store.write(detector, coverage, lambda *_: None, failures.append)
+    assert not failures
+
+    loaded = store.load_newest(whole_index(running), TOPIC, always)
+
+    assert loaded is not None
+    _, restored = loaded
+    assert restored.settings_changed(made_with.verdict_settings()) is None
+    assert restored.settings_changed(running.verdict_settings()) == "max_documents None -> 1000, threshold 0.8 -> 0.795"
+    assert SnapshotCoverage(TOPIC, 20, {}).settings_changed(running.verdict_settings()) is None  # an older snapshot
