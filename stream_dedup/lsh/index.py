@@ -20,7 +20,7 @@ other bands and in the content key; a near-copy of it that comes after
 ``max_bucket_size`` newer documents took each of its band keys misses it.
 With ``slots`` > 1
 the cap is counted per slot (``band_keys.content_slots``, a hash of the
-document's content): each slot admits ``ceil(max_bucket_size / slots)``
+document's content): each slot keeps ``ceil(max_bucket_size / slots)``
 documents per key, so that an index split by slot over shards counts every
 cap exactly as the whole index would (``engine.sharding``).
 
@@ -102,7 +102,7 @@ class BandIndex:
         self.banding = banding
         self.max_bucket_size = max_bucket_size
         self.slots = slots
-        #: Documents one slot admits under one key of one table per generation.
+        #: Documents one slot keeps under one key of one table per generation.
         self.slot_cap = -(-max_bucket_size // slots)
         self.keep_shingles = keep_shingles
         self.keep_fingerprints = keep_fingerprints
