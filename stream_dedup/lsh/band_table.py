@@ -34,6 +34,8 @@ from stream_dedup.text.hashing import U64
 BUCKET_SLOTS = 8
 #: The fingerprint of a removed entry's slot (fingerprints of keys are odd).
 REMOVED = np.uint16(2)
+#: A bucket's eight one-byte flags as one word, the first slot in the lowest byte on any machine.
+_LITTLE_ENDIAN_WORD = np.dtype("<u8")
 _MAX_LOAD = 0.75
 _GROWTH = 1.5
 #: Initial size: 16,384 documents per band (~100 KB a band) before the first growth.
@@ -247,9 +249,9 @@ def _place_rehashed(
 def _first_open_slots(stored: npt.NDArray[np.uint16]) -> npt.NDArray[np.uint8]:
     """First slot of buckets read as ``(n, 8)`` fingerprints that is free (0) or removed (:data:`REMOVED`),
     ``BUCKET_SLOTS`` if none: stored fingerprints are odd, those two even. A bucket's eight open-flags are
-    one 64-bit word (a byte each, the first slot lowest), whose trailing zero bits, counted below its
-    lowest set bit, are eight per slot before the first open one."""
-    flags = ((stored & np.uint16(1)) == 0).view(np.uint64).reshape(-1)
+    one 64-bit word (a byte each, read little-endian: the first slot lowest), whose trailing zero bits,
+    counted below its lowest set bit, are eight per slot before the first open one."""
+    flags = ((stored & np.uint16(1)) == 0).view(_LITTLE_ENDIAN_WORD).reshape(-1).astype(np.uint64)
     lowest = flags & (~flags + np.uint64(1))
     first: npt.NDArray[np.uint8] = np.bitwise_count(lowest - np.uint64(1)) >> np.uint8(3)
     return first
