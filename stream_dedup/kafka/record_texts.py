@@ -37,15 +37,17 @@ fetch per document would cost one each), and keeps it.
 
 The lookup's consumer is made on the first fetch: a stage whose pairs are
 never near the threshold, or whose method needs no text, never opens it.
-Fetching never fails a batch (the batch would fail again after every
-restart): a consumer that cannot be made (none is tried again for
-:data:`REOPEN_SECONDS`), a fetch that fails, and the
-records still unread when a batch's fetches have taken
-:data:`FETCH_SECONDS_PER_BATCH` give no text, and their pairs go to the
-estimate, counted as unsettled.
+Only a record the topic no longer holds leaves its pairs to the estimate
+(counted as unsettled): asking again cannot bring it back. A record that
+cannot be read *now* (no broker answers, a fetch fails or times out, or the
+batch's reads have taken :data:`FETCH_SECONDS_PER_BATCH`) fails the batch
+with a ``KafkaError``, and the stage tries it again in a new session, as for
+any broker fault: judging it by the estimate instead would give other
+verdicts than an uninterrupted run for the pairs near the threshold. What
+was read before the failure is kept, so a batch that needs more reading than
+one try allows gets further at each.
 """
 
-import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -63,12 +65,9 @@ from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, FETCH_BYTES, R
 from stream_dedup.kafka.value_blocks import ValueBlock, ValueBlocks, pack_blocks
 from stream_dedup.lsh.generation import NO_SOURCE
 
-log = logging.getLogger(__name__)
-
-#: Longest time one call spends fetching: well within a batch's transaction timeout.
-FETCH_SECONDS_PER_BATCH = 10.0
-#: After a lookup could not be made, how long no other is tried.
-REOPEN_SECONDS = 60.0
+#: Longest time one call spends reading texts before its batch fails (to be tried again): well
+#: within the group's poll interval (300 s), so a slow batch costs a retry, not the group membership.
+FETCH_SECONDS_PER_BATCH = 60.0
 #: A partition's span of an expected batch is read at once if it holds at most this many times the
 #: batch's documents there, plus _SPAN_EXTRA records (transaction markers, other readers' records);
 #: a sparser one is fetched record by record.
@@ -80,7 +79,7 @@ _SPAN_FETCH_BYTES = 1 << 20
 _LOOKUP_BYTES = 1 << 20
 #: Where a text asked for came from (:meth:`RecordTexts.take_reads`): the batch being judged, the
 #: memory (``text_cache_mb``), the disk spool (``text_spool_mb``), Kafka (its span or a fetch), or
-#: nowhere (the record gone, or not read in time).
+#: nowhere (the record gone).
 TEXT_SOURCES = ("batch", "memory", "disk", "kafka", "none")
 #: Where the texts are kept (:meth:`RecordTexts.kept_bytes`): compressed in memory, and on the disk spool.
 TEXT_PLACES = ("memory", "disk")
@@ -129,8 +128,6 @@ class RecordTexts:
         self._batch: dict[tuple[int, int], bytes] = {}
         #: Partition -> [start, end) offsets of the expected batch not read yet (see expect()).
         self._spans: dict[int, tuple[int, int]] = {}
-        #: No lookup is tried before this time (monotonic): the last try found no broker.
-        self._next_try = float("-inf")
         self._reads: Counter[str] = Counter()
 
     def keep(self, records: Sequence[Any]) -> None:
@@ -165,7 +162,10 @@ class RecordTexts:
                 self._spans[partition] = (start, end)
 
     def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
-        """The normalised text of each source's record; ``None`` for a record gone or not a document."""
+        """The normalised text of each source's record; ``None`` for a record gone or not a document.
+
+        Raises ``KafkaError`` if a record could not be read now (see the module docstring).
+        """
         deadline = time.monotonic() + FETCH_SECONDS_PER_BATCH
         return [self._text(self._value(pointer, deadline)) for pointer in sources.tolist()]
 
@@ -201,10 +201,11 @@ class RecordTexts:
             kept, source = self._values.get(partition, offset), "memory"
         if kept is None:
             kept, source = self._values.get_spooled(partition, offset), "disk"
-        if kept is None and time.monotonic() <= deadline:
+        if kept is None:
+            _within(deadline, partition, offset)
             kept, source = self._read_span(partition, offset), "kafka"
-        # Opening a lookup may have taken until the deadline.
-        if kept is None and time.monotonic() <= deadline:
+        if kept is None:
+            _within(deadline, partition, offset)  # reading the span may have taken until the deadline
             kept = self._fetch(partition, offset)
         self._reads[source if kept is not None else "none"] += 1
         return kept
@@ -216,8 +217,6 @@ class RecordTexts:
             return None
         del self._spans[partition]  # read once, whatever it brings
         self._span_lookup = self._span_lookup or self._opened(0, _SPAN_FETCH_BYTES)
-        if self._span_lookup is None:
-            return None
         span = self._span_lookup.records_between(self._topic, partition, start, end)
         read = {record.offset: _VALUE + (record.value or b"") for record in span}
         self._values.add((partition, at, value) for at, value in read.items())
@@ -227,32 +226,28 @@ class RecordTexts:
     def _fetch(self, partition: int, offset: int) -> bytes | None:
         """What is kept of the record at ``offset``, fetched alone (and kept); ``None`` if the record is gone."""
         self._lookup = self._lookup or self._opened(self._lookup_bytes, FETCH_BYTES)
-        if self._lookup is None:
-            return None
         record = self._lookup.fetch(self._topic, partition, offset)
         if isinstance(record, RecordGone):
+            if not record.lasting:
+                raise KafkaError(f"input record {partition}:{offset} not read again to settle a pair: {record.why}")
             return None
         kept = _VALUE + (record.value or b"")
         self._values.add([(partition, offset, kept)])
         return kept
 
-    def _opened(self, cache_bytes: int, fetch_bytes: int) -> RecordLookup | None:
-        """A lookup, or ``None`` if it cannot be made now.
-
-        After a try that found no broker, none is made for
-        :data:`REOPEN_SECONDS`: each try waits up to the lookup's timeout,
-        which every batch would otherwise pay while the brokers are away.
-        """
-        if time.monotonic() < self._next_try:
-            return None
+    def _opened(self, cache_bytes: int, fetch_bytes: int) -> RecordLookup:
+        """A lookup; raises ``KafkaError``, naming what it was for, if no broker answers."""
         try:
             return RecordLookup(self._connection, cache_bytes, fetch_bytes=fetch_bytes)
         except KafkaError as error:
-            self._next_try = time.monotonic() + REOPEN_SECONDS
-            log.warning(
-                "cannot read input records again (%r): pairs near the threshold go to the estimate; "
-                "trying again in %g s",
-                error,
-                REOPEN_SECONDS,
-            )
-            return None
+            why = f"cannot read input records again to settle pairs near the threshold: {error!r}"
+            raise KafkaError(why) from error
+
+
+def _within(deadline: float, partition: int, offset: int) -> None:
+    """Raise ``KafkaError`` once ``deadline`` (monotonic) has passed, before reading the record at ``offset``."""
+    if time.monotonic() > deadline:
+        raise KafkaError(
+            f"input record {partition}:{offset} not read again: the batch's reads took over "
+            f"{FETCH_SECONDS_PER_BATCH:g} s (what was read is kept for the next try)"
+        )

@@ -29,6 +29,11 @@ producer fenced, transaction timed out)    ``Worker.run`` starts a new         t
                                                                                ``restoring``
 Kafka error outside a batch (poll, join,   ``Worker.run``: new session         ERROR "Kafka error, restarting the
 takeover, restore)                                                             session in N s"
+an input record not read again to settle   ``RecordTexts`` raises a Kafka      ERROR "Kafka error, restarting the
+a pair near the threshold (no broker, a    error: the batch is judged again    session in N s"; the verdicts are
+fetch failed, 60 s of reads)               in a new session; a record gone     an uninterrupted run's
+                                           (retention) is no failure: its      ``text_verifications_total{outcome=
+                                           pairs go to the estimate            "unsettled"}`` counts those
 a group join that never completes          ``_Session.check_join`` raises a    the same, after max(30 s, 3 x
 (kafka-python can lose one)                Kafka error                         ``session_timeout_seconds``)
 a record that cannot be processed (any     ``read_and_sign``: dead-letter      WARNING "dead letter (reason)",
@@ -152,6 +157,8 @@ class Worker:
         self.failures = BatchFailures()
         #: Outlives sessions too, when there are signer processes (started by run()).
         self.signer_pool: SignerPool | None = None
+        #: Outlives sessions too (opened by run()): a batch that failed reading texts again finds those it read kept.
+        self.texts: RecordTexts | None = None
         self._stop = threading.Event()
         self._deadline: float | None = None
 
@@ -198,6 +205,9 @@ class Worker:
                 # Started once, before the first session, and kept across sessions.
                 self.signer_pool = self._start_signers()
                 started.callback(self.signer_pool.close)
+            self.texts = self.settings.record_texts(self.settings.snapshot_dir)
+            if self.texts is not None:
+                started.callback(self.texts.close)
             self._run_sessions()
 
     def _run_sessions(self) -> None:
@@ -249,10 +259,7 @@ class Worker:
             opened.callback(self._close_consumer, consumer)
             end_offsets = end_offsets_reader(s.connection())
             opened.callback(end_offsets.close)
-            texts = s.record_texts(s.snapshot_dir)
-            if texts is not None:
-                opened.callback(texts.close)
-            _Session(self, replay, detector, schedule, producer, consumer, end_offsets, texts).run()
+            _Session(self, replay, detector, schedule, producer, consumer, end_offsets, self.texts).run()
 
     def _close_consumer(self, consumer: KafkaConsumer) -> None:
         """Close the group consumer; when stopping, also leave the group, so a standby takes over at once."""

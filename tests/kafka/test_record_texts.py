@@ -268,25 +268,65 @@ def pointers_of(coordinates: list[tuple[int, int]]) -> np.ndarray:
     return np.array([(p << 48) | o for p, o in coordinates], dtype=np.uint64)
 
 
-def test_with_no_broker_a_batch_waits_once_for_a_lookup_and_later_batches_not_at_all(
+def test_with_no_broker_the_batch_fails_and_its_next_try_reads_the_texts_once_the_broker_is_back(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    tries: list[float] = []
+    """Judging the pair by the estimate instead would make the verdict depend on when the broker was away."""
+    broker_up = False
 
-    def no_broker(*args: Any, **kwargs: Any) -> None:
-        tries.append(time.monotonic())
-        raise KafkaTimeoutError("Unable to bootstrap")
+    class BrokerDependent(TopicLookup):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if not broker_up:
+                raise KafkaTimeoutError("Unable to bootstrap")
 
-    monkeypatch.setattr("stream_dedup.kafka.record_texts.RecordLookup", no_broker)
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.RecordLookup", BrokerDependent)
+    monkeypatch.setattr(TopicLookup, "TOPIC", {(0, 7): json.dumps({"id": "a", "text": "Seven  here"}).encode()})
     kept = texts()
-    for _ in range(3):
-        assert kept.texts_of(pointers(0, [7, 8])) == [None, None]
-    assert len(tries) == 1
-    monkeypatch.setattr("stream_dedup.kafka.record_texts.REOPEN_SECONDS", 0.0)
+    for _ in range(2):  # each try asks the broker again: no quiet time to judge batches by the estimate in
+        with pytest.raises(KafkaError, match="cannot read input records again to settle pairs"):
+            kept.texts_of(pointers(0, [7]))
+    broker_up = True
+    assert kept.texts_of(pointers(0, [7])) == ["seven here"]
+    assert kept.take_reads() == {"kafka": 1}
+
+
+def test_a_record_gone_gives_no_text_and_one_not_fetched_now_fails_the_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Answers(TopicLookup):
+        def fetch(self, topic: str, partition: int, offset: int) -> WireRecord | RecordGone:
+            if offset == 1:
+                return RecordGone("deleted by the topic's retention")
+            return RecordGone("not fetched within 10 s", lasting=False)
+
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.RecordLookup", Answers)
     kept = texts()
-    kept.texts_of(pointers(0, [7]))
-    kept.texts_of(pointers(0, [7]))
-    assert len(tries) == 3
+    assert kept.texts_of(pointers(0, [1])) == [None]
+    with pytest.raises(KafkaError, match="input record 0:2 not read again to settle a pair: not fetched within 10 s"):
+        kept.texts_of(pointers(0, [1, 2]))
+
+
+def test_a_batch_past_its_reading_time_fails_and_its_next_try_fetches_only_what_it_had_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    topic = {(0, offset): json.dumps({"id": f"d{offset}", "text": f"text {offset}"}).encode() for offset in range(6)}
+    fetched: list[int] = []
+
+    class Slow(TopicLookup):
+        def fetch(self, topic_name: str, partition: int, offset: int) -> WireRecord | RecordGone:
+            fetched.append(offset)
+            time.sleep(0.05)
+            return super().fetch(topic_name, partition, offset)
+
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.RecordLookup", Slow)
+    monkeypatch.setattr(TopicLookup, "TOPIC", topic)
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.FETCH_SECONDS_PER_BATCH", 0.12)
+    kept = texts()
+    with pytest.raises(KafkaError, match=r"the batch's reads took over 0\.12 s"):
+        kept.texts_of(pointers(0, range(6)))
+    first_try = list(fetched)
+    assert 0 < len(first_try) < 6
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.FETCH_SECONDS_PER_BATCH", 60.0)
+    assert kept.texts_of(pointers(0, range(6))) == [f"text {offset}" for offset in range(6)]
+    assert fetched == first_try + list(range(len(first_try), 6))
 
 
 def test_a_lookup_gives_up_on_an_absent_broker_within_its_timeout() -> None:

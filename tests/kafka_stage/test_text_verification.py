@@ -16,12 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 from kafka import KafkaAdminClient, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError, KafkaTimeoutError
 
 from benchmarks.corpus import planted_stream
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.kafka.clients import KafkaConnection
-from stream_dedup.kafka.record_lookup import RecordLookup
+from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.text import normalize_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
@@ -102,7 +103,40 @@ def test_texts_the_memory_lets_go_come_from_the_disk_spool_else_from_kafka(
     assert (0 < events.kept["disk"] <= 1 << 20) if spool_mb else events.kept["disk"] == 0
 
 
-def test_record_texts_gives_normalised_texts_and_none_for_what_it_cannot_read(stage: Stage) -> None:
+def test_texts_not_read_now_fail_their_batch_which_is_judged_again_to_the_same_verdicts(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No broker for the first lookup, then a fetch that times out: judged by the estimate instead, those
+    batches' pairs near the threshold would have other verdicts than an uninterrupted run's."""
+    monkeypatch.setattr(WorkerSettings, "text_cache_bytes", property(lambda _: 16 << 10))  # earlier texts fetched
+    failures: list[str] = []
+
+    class Unreliable(RecordLookup):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            if not failures:
+                failures.append("no broker")
+                raise KafkaTimeoutError("Unable to bootstrap from 127.0.0.1:19092")
+            super().__init__(*args, **kwargs)
+
+        def fetch(self, topic: str, partition: int, offset: int) -> Any:
+            if len(failures) == 1:
+                failures.append(f"fetch of {partition}:{offset}")
+                return RecordGone("not fetched within 10 s", lasting=False)
+            return super().fetch(topic, partition, offset)
+
+    monkeypatch.setattr("stream_dedup.kafka.record_texts.RecordLookup", Unreliable)
+    texts = [d.text for d in planted_stream(500, dup_fraction=0.4, seed=9, paragraphs=stdlib_paragraphs())]
+    produce(stage.bootstrap, stage.input_topic, document_messages([(t, 0) for t in texts], partitions=3))
+    events = Settled()
+    with worker_thread(stage.settings(batch_size=25, signing_processes=0, text_spool_mb=0), events=events):
+        records = read_committed(stage.bootstrap, stage.output_topic, len(texts))
+    verdicts = {v["id"]: v for v in (json.loads(r.value) for r in records)}
+    assert len(failures) == 2 and len(records) == len(texts)
+    assert [verdicts[f"doc-{i}"]["verdict"] == "duplicate" for i in range(len(texts))] == brute_force_duplicates(texts)
+    assert events.unsettled == 0 and events.reads["none"] == 0 and events.reads["kafka"] > 0
+
+
+def test_record_texts_gives_normalised_texts_none_for_what_is_gone_and_fails_without_a_broker(stage: Stage) -> None:
     produce(
         stage.bootstrap,
         stage.input_topic,
@@ -118,7 +152,8 @@ def test_record_texts_gives_normalised_texts_and_none_for_what_it_cannot_read(st
     finally:
         texts.close()
     unreachable = RecordTexts(KafkaConnection("127.0.0.1:1"), stage.input_topic, settings.input_reading())
-    assert unreachable.texts_of(pointers[:1]) == [None]  # never raises: the pair goes to the estimate
+    with pytest.raises(KafkaError, match="cannot read input records again"):
+        unreachable.texts_of(pointers[:1])  # not read now is not gone: the batch is tried again
 
 
 def test_an_expected_batch_is_read_in_one_span_per_partition_and_aborted_records_are_not_texts(
