@@ -59,6 +59,7 @@ from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
 from stream_dedup.roles.sequenced_tail import SequencedTail
 from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.worker.events import ProbeCounts, StepReport, WorkerEvents
+from stream_dedup.worker.restore import warn_of_changed_settings
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
 
@@ -157,6 +158,7 @@ class Shard(RoleWork):
             self.covered = beginning
         else:
             self.index, coverage = loaded
+            warn_of_changed_settings(coverage, s.detection)
             self.covered = coverage.changelog_offset
             self.schedule.covers(self.covered, self.index.stream)
             self.events.snapshot_current(coverage.written_at)
@@ -335,8 +337,13 @@ class Shard(RoleWork):
         if unchanged:
             self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
             return
-        coverage = SnapshotCoverage(self.settings.sequenced_topic, covered, {})
-        self.store.write_in_background(self.index, coverage, self.snapshot_written, self.snapshot_failed)
+        self.store.write_in_background(self.index, self._coverage(covered), self.snapshot_written, self.snapshot_failed)
+
+    def _coverage(self, covered: int) -> SnapshotCoverage:
+        """What a snapshot of the index now covers, and the settings that decided its answers."""
+        return SnapshotCoverage(
+            self.settings.sequenced_topic, covered, {}, settings=self.settings.detection.verdict_settings()
+        )
 
     def snapshot_written(self, seconds: float, pause: float, size: int) -> None:
         self.events.snapshot_written(seconds, pause, size)
@@ -363,5 +370,4 @@ class Shard(RoleWork):
         if covered == self.schedule.covered_offset:
             return
         self.schedule.covers(covered, self.index.stream)
-        coverage = SnapshotCoverage(self.settings.sequenced_topic, covered, {})
-        self.store.write(self.index, coverage, self.snapshot_written, self.snapshot_failed)
+        self.store.write(self.index, self._coverage(covered), self.snapshot_written, self.snapshot_failed)

@@ -16,7 +16,7 @@ from stream_dedup.engine.snapshot import load_snapshot
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.snapshot_store import SnapshotSchedule, SnapshotStore, continued_by
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
 
 log = logging.getLogger(__name__)
 
@@ -46,14 +46,7 @@ def restore(
         replay.skip_to(first, {})
     else:
         detector, coverage = loaded
-        changed = coverage.settings_changed(s.detection.verdict_settings())
-        if changed is not None:
-            log.warning(
-                "the snapshot was made under other detection settings (%s): verdicts from here on follow "
-                "this run's (params_fingerprint %s)",
-                changed,
-                s.detection.fingerprint(),
-            )
+        warn_of_changed_settings(coverage, s.detection)
         replay.skip_to(coverage.changelog_offset, coverage.positions)
         schedule.covers(coverage.changelog_offset, detector)
         events.snapshot_current(coverage.written_at)
@@ -69,6 +62,23 @@ def restore(
         time.perf_counter() - started,
     )
     return detector, schedule
+
+
+def warn_of_changed_settings(coverage: SnapshotCoverage, running: DetectionConfig) -> None:
+    """Log a WARNING naming each verdict setting the snapshot was made under that ``running`` changes.
+
+    Restoring under them is legitimate (an index of the snapshot's signatures
+    runs under them), but verdicts of two ``params_fingerprint`` then stand on
+    the output topic, and the log must say why.
+    """
+    changed = coverage.settings_changed(running.verdict_settings())
+    if changed is not None:
+        log.warning(
+            "the snapshot was made under other detection settings (%s): verdicts from here on follow "
+            "this run's (params_fingerprint %s)",
+            changed,
+            running.fingerprint(),
+        )
 
 
 def report_index(events: WorkerEvents, detector: DuplicateDetector) -> None:

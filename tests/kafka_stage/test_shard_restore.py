@@ -102,6 +102,21 @@ def test_a_shard_killed_after_a_snapshot_replays_only_what_followed_it(
     assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)
 
 
+def test_a_shard_restored_under_another_threshold_names_the_change_in_its_log(stage: Stage, tmp_path: Path) -> None:
+    """Legitimate (the banding is the same), but its answers change from there on, and the operator must hear it."""
+    messages = document_messages(make_clustered_corpus(300, seed=5), partitions=3)
+    processes = role_processes(stage, tmp_path, PROCESSES, **SETTINGS, snapshot_every_documents=100)
+    shard = processes["shard-1"]
+    produce(stage.bootstrap, stage.input_topic, messages)
+    read_committed(stage.bootstrap, stage.output_topic, len(messages))
+    wait_until(lambda: snapshot_offsets(stage.snapshot_root / "shard-1" / "shard-1"), 60, "a snapshot of shard 1")
+    shard.kill()
+    assert not logged(shard, "snapshot was made under other detection settings")
+    shard.environment["STREAM_DEDUP_THRESHOLD"] = "0.795"
+    shard.start()
+    wait_until(lambda: logged(shard, "other detection settings (threshold 0.8 -> 0.795)"), 60, "the warning")
+
+
 def committed_offset(stage: Stage, group: str, topic: str) -> int:
     """The offset ``group`` committed on the one-partition ``topic`` (0 if none)."""
     consumer = KafkaConsumer(bootstrap_servers=stage.bootstrap, group_id=group, enable_auto_commit=False)
