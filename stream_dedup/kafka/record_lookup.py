@@ -185,8 +185,7 @@ class RecordLookup:
             return RecordGone(f"deleted by the topic's retention ({name} now starts at offset {start})")
         end = self._consumer.end_offsets([where])[where]
         if offset >= end:
-            # Every coordinate asked for was read before (a verdict's, an index's): the topic was re-created since.
-            return RecordGone(f"{name} has no offset {offset} (it ends at offset {end}): re-created since?")
+            return RecordGone(f"{name} has no offset {offset} yet (it ends at offset {end})", lasting=False)
         return RecordGone(f"no committed record at offset {offset} of {name}")
 
     def keep(self, records: Sequence[Any]) -> None:

@@ -45,9 +45,14 @@ with a ``KafkaError``, and the stage tries it again in a new session, as for
 any broker fault: judging it by the estimate instead would give other
 verdicts than an uninterrupted run for the pairs near the threshold. What
 was read before the failure is kept, so a batch that needs more reading than
-one try allows gets further at each.
+one try allows gets further at each. One record the brokers answer for but
+do not give, :data:`TRIES_BEFORE_GONE` tries in a row (minutes, with the
+stage's backoff), is taken as gone, with a WARNING: a partition that says it
+ends before the record (an input topic deleted and created again under its
+name) must not hold the stage forever.
 """
 
+import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -65,9 +70,14 @@ from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, FETCH_BYTES, R
 from stream_dedup.kafka.value_blocks import ValueBlock, ValueBlocks, pack_blocks
 from stream_dedup.lsh.generation import NO_SOURCE
 
+log = logging.getLogger(__name__)
+
 #: Longest time one call spends reading texts before its batch fails (to be tried again): well
 #: within the group's poll interval (300 s), so a slow batch costs a retry, not the group membership.
 FETCH_SECONDS_PER_BATCH = 60.0
+#: Tries of its batch after which a record that the brokers answer for but do not give is taken as gone:
+#: ten sessions' backoff (1 s doubling to 30 s) is about three minutes.
+TRIES_BEFORE_GONE = 10
 #: A partition's span of an expected batch is read at once if it holds at most this many times the
 #: batch's documents there, plus _SPAN_EXTRA records (transaction markers, other readers' records);
 #: a sparser one is fetched record by record.
@@ -129,6 +139,8 @@ class RecordTexts:
         #: Partition -> [start, end) offsets of the expected batch not read yet (see expect()).
         self._spans: dict[int, tuple[int, int]] = {}
         self._reads: Counter[str] = Counter()
+        #: (partition, offset) -> tries in a row that the record was not given (see TRIES_BEFORE_GONE).
+        self._not_given: Counter[tuple[int, int]] = Counter()
 
     def keep(self, records: Sequence[Any]) -> None:
         """The records of the batch being judged, consumed already: their texts will need no fetch, now or later."""
@@ -228,12 +240,31 @@ class RecordTexts:
         self._lookup = self._lookup or self._opened(self._lookup_bytes, FETCH_BYTES)
         record = self._lookup.fetch(self._topic, partition, offset)
         if isinstance(record, RecordGone):
-            if not record.lasting:
-                raise KafkaError(f"input record {partition}:{offset} not read again to settle a pair: {record.why}")
+            self._take_as_gone(partition, offset, record)
             return None
+        self._not_given.pop((partition, offset), None)
         kept = _VALUE + (record.value or b"")
         self._values.add([(partition, offset, kept)])
         return kept
+
+    def _take_as_gone(self, partition: int, offset: int, answer: RecordGone) -> None:
+        """Return if the record counts as gone (its pairs get no text); raise ``KafkaError`` if it was only not
+        given now, until that has happened :data:`TRIES_BEFORE_GONE` times in a row."""
+        if answer.lasting:
+            self._not_given.pop((partition, offset), None)
+            return
+        self._not_given[(partition, offset)] += 1
+        tries = self._not_given[(partition, offset)]
+        if tries < TRIES_BEFORE_GONE:
+            raise KafkaError(f"input record {partition}:{offset} not read again to settle a pair: {answer.why}")
+        del self._not_given[(partition, offset)]
+        log.warning(
+            "input record %d:%d not given in %d tries (%s): taken as gone, its pairs go to the estimate",
+            partition,
+            offset,
+            tries,
+            answer.why,
+        )
 
     def _opened(self, cache_bytes: int, fetch_bytes: int) -> RecordLookup:
         """A lookup; raises ``KafkaError``, naming what it was for, if no broker answers."""

@@ -32,8 +32,9 @@ takeover, restore)                                                             s
 an input record not read again to settle   ``RecordTexts`` raises a Kafka      ERROR "Kafka error, restarting the
 a pair near the threshold (no broker, a    error: the batch is judged again    session in N s"; the verdicts are
 fetch failed, 60 s of reads)               in a new session; a record gone     an uninterrupted run's
-                                           (retention) is no failure: its      ``text_verifications_total{outcome=
-                                           pairs go to the estimate            "unsettled"}`` counts those
+                                           (retention, or not given in 10      ``text_verifications_total{outcome=
+                                           tries) is no failure: its pairs go  "unsettled"}`` counts those
+                                           to the estimate
 a group join that never completes          ``_Session.check_join`` raises a    the same, after max(30 s, 3 x
 (kafka-python can lose one)                Kafka error                         ``session_timeout_seconds``)
 a record that cannot be processed (any     ``read_and_sign``: dead-letter      WARNING "dead letter (reason)",
