@@ -43,10 +43,9 @@ from stream_dedup.engine.pairs import (
 )
 from stream_dedup.engine.verdict import Verdict, VerdictKind
 from stream_dedup.lsh.band_table import IntArray
-from stream_dedup.lsh.batch_pairs import earlier_rows_sharing_keys
 from stream_dedup.lsh.ensemble_params import EnsembleParameters, implied_jaccard
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
-from stream_dedup.lsh.index import BandIndex, Lookup
+from stream_dedup.lsh.index import BandIndex, BatchPairs, Lookup
 from stream_dedup.text.shingle_sets import shared_counts
 
 #: Standard errors below the implied Jaccard under which an estimate rules a pair out of exact counting.
@@ -110,17 +109,16 @@ class ContainmentSearch:
         self.sketch_bits = sketch_bits
 
     def candidates(
-        self, batch: IndexedBatch, lookup: Lookup, admitted: npt.NDArray[np.bool_], first_seq: int
+        self, batch: IndexedBatch, lookup: Lookup, within: BatchPairs, first_seq: int
     ) -> tuple[IntArray, npt.NDArray[np.int64]]:
-        """``(rows, seqs)``: the pairs of ``lookup`` (stored documents) and of the batch's own rows that count.
+        """``(rows, seqs)``: the pairs of ``lookup`` (stored documents) and of the batch's own rows (``within``,
+        from :func:`~stream_dedup.lsh.index.pairs_within_batch`) that count.
 
         A match found through band ``k`` counts only if the row's plan gives
         the match's size partition more than ``k`` bands: the candidates that
         separate tables per partition, probed as planned, would give, for one
         probe per band. A match under the content key (an exact copy) always
-        counts. ``admitted[row, table]`` says which rows the batch enters in
-        which table (earlier rows of the batch are found where they are
-        entered). A pair may come more than once.
+        counts. A pair may come more than once.
         """
         sizes = batch.signed.set_sizes
         if sizes is None:
@@ -131,7 +129,7 @@ class ContainmentSearch:
         plan = self.parameters.probe_bands(sizes)
         stored_sizes = self.index.set_sizes_of(lookup.seqs)
         stored = (lookup.tables == content) | (lookup.tables < plan.bands_at(lookup.rows, partitions.of(stored_sizes)))
-        rows, earlier, tables = earlier_rows_sharing_keys(keys, admitted, np.arange(len(batch.ids)))
+        rows, earlier, tables = within.rows, within.earlier_rows, within.tables
         in_batch = (tables == content) | (tables < plan.bands_at(rows, partitions.of(sizes[earlier])))
         return (
             np.concatenate((lookup.rows[stored], rows[in_batch])),

@@ -205,23 +205,21 @@ class Detector(DuplicateDetector):
             raise ValueError("containment is on: the batch needs its set sizes")
         keys = batch.signed.keys
         lookup = self.index.lookup(keys)
-        batch_rows, earlier_rows, ranks = pairs_within_batch(keys, self.config.max_bucket_size)
-        if self.index.slots > 1:
-            ranks = ranks_within_batch(keys, self.index.slots)
+        within = pairs_within_batch(keys, self.config.max_bucket_size)
+        ranks = ranks_within_batch(keys, self.index.slots) if self.index.slots > 1 else within.ranks
         if earlier is not None:
-            kept = earlier[earlier_rows]
-            batch_rows, earlier_rows = batch_rows[kept], earlier_rows[kept]
+            # An earlier row another shard owns is entered there, not here.
+            kept = earlier[within.earlier_rows]
+            within = within._replace(
+                rows=within.rows[kept], earlier_rows=within.earlier_rows[kept], tables=within.tables[kept]
+            )
         first_seq = self.index.next_seq
         counts = lookup.newest_counts + ranks
         if self.containment is None:
-            rows = np.concatenate((lookup.rows, batch_rows))
-            seqs = np.concatenate((lookup.seqs, earlier_rows.astype(np.int64) + first_seq))
+            rows = np.concatenate((lookup.rows, within.rows))
+            seqs = np.concatenate((lookup.seqs, within.earlier_rows.astype(np.int64) + first_seq))
         else:
-            # Where each row is entered: an earlier row another shard owns is entered there, not here.
-            admitted = self.index.admitted(keys, counts)
-            if earlier is not None:
-                admitted &= earlier[:, np.newaxis]
-            rows, seqs = self.containment.candidates(batch, lookup, admitted, first_seq)
+            rows, seqs = self.containment.candidates(batch, lookup, within, first_seq)
         pairs = self._measure(batch, rows, seqs, first_seq, document_texts)
         return Probe(self._verify(batch.signed, pairs, first_seq), first_seq, counts, pairs)
 

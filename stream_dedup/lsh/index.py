@@ -195,24 +195,17 @@ class BandIndex:
                 ids[position] = doc_id
         return ids
 
-    def admitted(self, keys: KeyArray, earlier_counts: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
-        """``(n, bands + 1)``: whether :meth:`add` enters each row of a batch in each table.
+    def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
+        """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
         ``earlier_counts[row, table]`` is how many documents (of the row's
         slot) already sit under that key in the newest generation plus how
         many earlier rows of the batch (of its slot) share it. A band takes
-        the batch's last ``slot_cap`` rows under a key (room is made for them:
-        a band keeps a key's newest documents); the content key only rows
-        below the cap (it keeps a key's earliest: an exact copy names the first).
-        """
-        return self._admitted(earlier_counts, self._crowding(keys, earlier_counts))
-
-    def add(self, batch: IndexedBatch, earlier_counts: npt.NDArray[np.int64]) -> None:
-        """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
-
-        ``earlier_counts``: see :meth:`admitted`. Under a band key that would
-        then hold more than ``slot_cap`` documents of a slot, the oldest are
-        removed from the band first.
+        the batch's last ``slot_cap`` rows under a key, and under a key that
+        would then hold more than ``slot_cap`` documents of a slot, the oldest
+        are removed first (a band keeps a key's newest documents); the content
+        key takes only rows below the cap (it keeps a key's earliest: an exact
+        copy names the first).
         """
         keys = batch.signed.keys
         crowding = self._crowding(keys, earlier_counts)
@@ -292,24 +285,43 @@ class BandIndex:
         return self.history.locate(seqs)
 
 
-def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> tuple[IntArray, IntArray, npt.NDArray[np.int64]]:
-    """Candidate pairs among the rows of one batch, and each row's rank under its keys.
+class BatchPairs(NamedTuple):
+    """Candidate pairs among the rows of one batch (see :func:`pairs_within_batch`).
 
-    Returns ``(rows, earlier_rows, ranks)``: row ``rows[i]`` shares a key
-    with the earlier row ``earlier_rows[i]``, and ``ranks[row, table]`` is how
-    many earlier rows of the batch share that row's key in that table. As
-    the index keeps them, a row is paired with at most ``max_bucket_size``
-    earlier rows under a key: the newest under a band key, the earliest
-    under the content key (``keys``' last column).
+    Attributes:
+        rows: the later row of each pair.
+        earlier_rows: the earlier row of each pair.
+        tables: the table (band, or the content key last) whose key the pair shares; a pair sharing
+            several keys comes once per table.
+        ranks: ``(n, tables)``, how many earlier rows of the batch share each row's key in each table.
     """
+
+    rows: IntArray
+    earlier_rows: IntArray
+    tables: IntArray
+    ranks: npt.NDArray[np.int64]
+
+
+def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> BatchPairs:
+    """Candidate pairs among the rows of one batch, with the table of each, and each row's rank under its keys.
+
+    As the index keeps them, a row is paired with at most
+    ``max_bucket_size`` earlier rows under a key: the newest under a band
+    key, the earliest under the content key (``keys``' last column). Both
+    searches, Jaccard and containment, take a batch's own pairs from here,
+    so a row sees the earlier rows of its batch that a batch of one row
+    would have seen: whatever the later rows of the batch displace.
+    """
+    n = keys.shape[0]
     groups = _key_groups(keys)
     partners = np.minimum(groups.sharing - groups.group_start, max_bucket_size)
-    content = groups.sharing // keys.shape[0] == keys.shape[1] - 1
+    tables = groups.sharing // max(n, 1)
+    content = tables == keys.shape[1] - 1
     first_partner = np.where(content, groups.group_start, groups.sharing - partners)
     owner = np.repeat(groups.sharing, partners)
     offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
     partner = np.repeat(first_partner, partners) + offset
-    return groups.flat_order[owner], groups.flat_order[partner], groups.ranks
+    return BatchPairs(groups.flat_order[owner], groups.flat_order[partner], np.repeat(tables, partners), groups.ranks)
 
 
 def ranks_within_batch(keys: KeyArray, slots: int) -> npt.NDArray[np.int64]:

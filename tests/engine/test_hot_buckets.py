@@ -82,3 +82,23 @@ def test_a_template_and_its_repost_are_found_when_its_variants_fill_every_band_v
     assert detector.hot_bucket_skips > 0  # the cap binds
     assert [flagged[i] for i in reposts] == [True] * len(reposts)
     assert not any(flag and not real for flag, real in zip(flagged, truth, strict=True))
+
+
+@pytest.mark.parametrize("batch", [80, 7, 1])
+@pytest.mark.parametrize("containment", [None, 0.8], ids=["jaccard", "containment-on"])
+def test_near_copies_crowding_their_band_values_within_one_batch_are_each_found(
+    batch: int, containment: float | None
+) -> None:
+    """Listings from one form, differing in a number: each is a near-copy of the ones before it, however many
+    of them a batch holds (the later rows of a batch must not hide its earlier ones from the rows between)."""
+    form = next(p for p in stdlib_paragraphs() if len(p) >= 600 and p.isascii())
+    texts = [f"{form} Reference number {1000 + 37 * i}." for i in range(80)]
+    sets = [shingles(text) for text in texts]
+    truth = [any(jaccard(sets[i], sets[j]) >= THRESHOLD for j in range(i)) for i in range(len(sets))]
+    assert truth == [False] + [True] * (len(texts) - 1)
+    detector = Detector(DetectionConfig(threshold=THRESHOLD, max_bucket_size=CAP, containment_threshold=containment))
+    verdicts = []
+    for start in range(0, len(texts), batch):
+        part = texts[start : start + batch]
+        verdicts += [v.verdict for v in detector.process([str(start + i) for i in range(len(part))], part)]
+    assert verdicts == ["unique"] + ["duplicate"] * (len(texts) - 1)

@@ -24,7 +24,7 @@ def add(index: BandIndex, signatures: np.ndarray, times: np.ndarray | None = Non
     sketches = one_bit_sketches(np.tile(signatures, 8))
     keys = keys_of(signatures)
     lookup = index.lookup(keys)
-    _, _, ranks = pairs_within_batch(keys, index.max_bucket_size)
+    ranks = pairs_within_batch(keys, index.max_bucket_size).ranks
     first = index.next_seq
     ids = [f"d{first + i}" for i in range(len(signatures))]
     times = np.zeros(len(ids)) if times is None else times
@@ -79,12 +79,12 @@ def test_tables_keep_every_entry_when_they_grow() -> None:
 
 def test_pairs_within_batch_match_brute_force_and_respect_the_cap() -> None:
     keys = np.random.default_rng(5).integers(0, 4, (60, 3)).astype(np.uint64)
-    rows, earlier, ranks = pairs_within_batch(keys, max_bucket_size=1000)
+    rows, earlier, _, ranks = pairs_within_batch(keys, max_bucket_size=1000)
     expected = {(i, j) for i, j in itertools.combinations(range(60), 2) if (keys[i] == keys[j]).any()}
     assert {(int(e), int(r)) for r, e in zip(rows, earlier, strict=True)} == expected
     assert all(e < r for r, e in zip(rows, earlier, strict=True))
     assert ranks[5, 1] == int((keys[:5, 1] == keys[5, 1]).sum())
-    capped_rows, _, _ = pairs_within_batch(keys, max_bucket_size=2)
+    capped_rows = pairs_within_batch(keys, max_bucket_size=2).rows
     per_band_partners = np.bincount(capped_rows, minlength=60)
     assert per_band_partners.max() <= 2 * 3
 

@@ -21,15 +21,15 @@ def test_each_row_pairs_with_the_newest_earlier_rows_under_a_band_key_and_the_fi
     rows: int, bands: int, values: int, cap: int, seed: int
 ) -> None:
     keys = np.random.default_rng(seed).integers(0, values, (rows, bands)).astype(np.uint32)
-    later, earlier, ranks = pairs_within_batch(keys, cap)
+    later, earlier, tables, ranks = pairs_within_batch(keys, cap)
     expected_pairs = []
     for band in range(bands):
         for row in range(rows):
             sharing = [e for e in range(row) if keys[e, band] == keys[row, band]]
             assert ranks[row, band] == len(sharing)
             kept = sharing[:cap] if band == bands - 1 else sharing[-cap:]  # the last column: the content key
-            expected_pairs += [(row, e) for e in kept]
-    assert sorted(zip(later.tolist(), earlier.tolist(), strict=True)) == sorted(expected_pairs)
+            expected_pairs += [(row, e, band) for e in kept]
+    assert sorted(zip(later.tolist(), earlier.tolist(), tables.tolist(), strict=True)) == sorted(expected_pairs)
 
 
 @settings(max_examples=200, deadline=None)
