@@ -12,7 +12,7 @@ from typing import TextIO
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.progress import Progress
-from stream_dedup.cli.records import INPUT_ENCODING, Record, Reject, read_records
+from stream_dedup.cli.records import Record, Reject, input_lines, open_input, read_records
 from stream_dedup.engine import Verdict, make_detector
 from stream_dedup.text.spool import TextSpool
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
     rejected = 0
     with ExitStack() as stack:
-        source = sys.stdin if args.input == "-" else stack.enter_context(open(args.input, encoding=INPUT_ENCODING))
+        source = sys.stdin if args.input == "-" else stack.enter_context(open_input(args.input))
         # Opened now: a report path that cannot be written fails before the run, not after it, and
         # before the verdicts file is opened (emptied): an earlier run's verdicts are not lost to a typo.
         report_file = stack.enter_context(open(args.report, "w", encoding="utf-8")) if args.report else None
@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         rejects_file: TextIO | None = None
         # The texts of pairs too near the threshold for the sketch (see engine.text_verification).
         spool = stack.enter_context(TextSpool()) if config.settles_with_texts else None
-        records = read_records(_lines(source), args.id_field, args.text_field, config.shingling().folding)
+        records = read_records(input_lines(source), args.id_field, args.text_field, config.shingling().folding)
         for batch, bad in _batches(records):
             for reject in bad:
                 if rejects_file is None:
@@ -96,8 +96,8 @@ def _report_page(args: argparse.Namespace, report: DedupReport, rejected: int, s
     examples = None
     if args.input != "-":
         wanted = {line for cluster in report.largest_clusters() for line in (cluster.original, *cluster.copies)}
-        with open(args.input, encoding=INPUT_ENCODING, errors="surrogateescape") as again:
-            examples = read_examples(again, wanted, args.id_field, args.text_field)
+        with open_input(args.input) as again:
+            examples = read_examples(input_lines(again), wanted, args.id_field, args.text_field)
     return report.render("standard input" if args.input == "-" else args.input, rejected, seconds, examples)
 
 
@@ -125,12 +125,6 @@ def verdict_record(verdict: Verdict, line: int) -> dict[str, object]:
     """The verdict of the record on input line ``line``: its fields, the line, the match's line."""
     match = None if verdict.match_source is None else {"line": verdict.match_source}
     return {**verdict.to_dict(), "source": {"line": line}, "match_source": match}
-
-
-def _lines(source: TextIO) -> Iterator[str]:
-    """Lines of ``source``; bytes that are not UTF-8 become lone surrogates, rejected later."""
-    source.reconfigure(encoding=INPUT_ENCODING, errors="surrogateescape")  # type: ignore[attr-defined]
-    yield from source
 
 
 def _batches(records: Iterator[Record | Reject]) -> Iterator[tuple[list[Record], list[Reject]]]:

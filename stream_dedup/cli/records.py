@@ -6,6 +6,7 @@ A malformed line never aborts a run and never vanishes: it becomes a
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TextIO
 
 from stream_dedup.engine.documents import Refusal, read_json_document
 from stream_dedup.text.normalize import DEFAULT_FOLDING, Folding
@@ -13,6 +14,23 @@ from stream_dedup.text.normalize import DEFAULT_FOLDING, Folding
 #: How input files are decoded: UTF-8, a byte order mark at the very start of the file skipped (Notepad and
 #: PowerShell write one); anywhere else it is part of its line, which is then not JSON (RFC 8259 forbids it).
 INPUT_ENCODING = "utf-8-sig"
+
+
+def open_input(path: str) -> TextIO:
+    """The input file at ``path``, read as :func:`input_lines` reads it."""
+    return open(path, encoding=INPUT_ENCODING, errors="surrogateescape", newline="\n")
+
+
+def input_lines(source: TextIO) -> Iterator[str]:
+    """Lines of ``source`` (standard input, or :func:`open_input`'s), ended by ``\\n`` alone.
+
+    A carriage return is not a line end: inside a record it is JSON
+    whitespace, and splitting there would reject a good record as two bad
+    lines and shift every later line number from the one ``wc -l`` and an
+    editor give. Bytes that are not UTF-8 become lone surrogates, rejected later.
+    """
+    source.reconfigure(encoding=INPUT_ENCODING, errors="surrogateescape", newline="\n")  # type: ignore[attr-defined]
+    yield from source
 
 
 @dataclass(frozen=True)
@@ -44,7 +62,7 @@ def read_records(
 ) -> Iterator[Record | Reject]:
     """Parse JSON lines (numbered from 1); blank lines are skipped."""
     for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\n")
+        line = raw.rstrip("\r\n")
         if not line.strip():
             continue
         yield _parse(number, line, id_field, text_field, folding)

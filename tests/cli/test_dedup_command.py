@@ -318,6 +318,40 @@ def test_blank_lines_are_skipped_but_still_counted_in_line_numbers(tmp_path: Pat
 
 
 @pytest.mark.parametrize("given_as", ["file", "standard input"])
+def test_only_a_line_feed_ends_a_line_so_a_carriage_return_inside_a_record_keeps_it_and_the_line_numbers(
+    tmp_path: Path, given_as: str
+) -> None:
+    """A bare CR between JSON tokens is whitespace; CRLF line ends (Windows) read as LF ones."""
+    data = (
+        b'{"id": "a",\r"text": '
+        + json.dumps(text(1)).encode()
+        + b"}\r\n"
+        + b"oops\r\n"
+        + jsonl({"id": "b", "text": text(1)})
+        + b"\r\n"
+        + b'{"id": "c", "text": '
+        + json.dumps(text(2)).encode()
+        + b"}"  # the last line needs no end
+    )
+    (tmp_path / "in.jsonl").write_bytes(data)
+    args = (
+        ["in.jsonl", "-o", "out.jsonl", "--report", "report.html"] if given_as == "file" else ["-", "-o", "out.jsonl"]
+    )
+
+    result = run_cli(*args, cwd=tmp_path, stdin=None if given_as == "file" else data)
+
+    assert result.returncode == 0, result.stderr
+    found = verdict_records((tmp_path / "out.jsonl").read_bytes())
+    assert [(v["id"], v["verdict"], v["source"]["line"]) for v in found] == [
+        ("a", "unique", 1),
+        ("b", "duplicate", 3),
+        ("c", "unique", 5),
+    ]
+    assert found[1]["match_source"] == {"line": 1}
+    assert [(r["line"], r["raw"]) for r in rejects(tmp_path / "out.jsonl.rejects.jsonl")] == [(2, "oops")]
+
+
+@pytest.mark.parametrize("given_as", ["file", "standard input"])
 def test_a_byte_order_mark_opening_the_input_is_skipped_and_one_inside_it_rejects_its_line(
     tmp_path: Path, given_as: str
 ) -> None:
