@@ -13,7 +13,10 @@ the nearest) pick it from :class:`NearMatches`.
 Every document is compared with every earlier one. :meth:`HammingIndex.search_and_add`
 searches the stored documents and the earlier rows of the same batch
 (:func:`matches_within_batch`) before inserting the batch, so a verdict
-never depends on where batch boundaries fall.
+never depends on where batch boundaries fall, but for the hot-cluster cap
+below: a batch's rows are compared with each other uncapped, so a document
+the cap keeps out of the tables is still found by a near-copy in its batch,
+and missed by one in a later batch that is near no entered fingerprint.
 
 Storage, per document: the fingerprint (8 bytes) and its source (an opaque
 8-byte pointer to its record, returned with a match) once, its id in a byte
@@ -30,7 +33,9 @@ tables when the newest generation already holds an exact copy of its
 fingerprint (the copy answers every later query as well, and is earlier) or
 at least ``max_bucket_size`` fingerprints within ``k`` of it. The skips are
 counted in :attr:`HammingIndex.hot_bucket_skips`. Without it every document
-is entered and the answers are exact.
+is entered and the answers are exact. (Unlike the bands, which keep each
+key's newest documents, this keeps a crowd's earliest: removing entries from
+the sorted runs is not supported.)
 
 With ``slots`` > 1 the cap is counted per slot (:func:`fingerprint_slots`,
 a hash of the fingerprint): only near fingerprints of the document's own
