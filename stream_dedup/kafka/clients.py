@@ -230,15 +230,22 @@ def leave_group(connection: KafkaConnection, group_id: str, instance_id: str) ->
 
 
 class SessionBackoff:
-    """How long to wait after a session ended in a Kafka error: 1 s, doubling up to 30 s, until one ends well."""
+    """How long to wait after a session ended in a Kafka error: 1 s, doubling up to 30 s while sessions keep
+    failing at once; 1 s again after one that ran a while (or ended well).
+
+    A session that ran for hours before a broker restart is not a failing
+    one: its successor must not wait the 30 s that errors long past built up.
+    """
 
     def __init__(self, first: float = 1.0, most: float = 30.0) -> None:
         self.first = first
         self.most = most
         self._next = first
 
-    def after_failure(self) -> float:
-        """The pause before the next session (the one after doubles)."""
+    def after_failure(self, lasted: float) -> float:
+        """The pause before the next session, after one that ran ``lasted`` seconds (the one after doubles)."""
+        if lasted >= self.most:
+            self._next = self.first
         seconds = self._next
         self._next = min(2 * seconds, self.most)
         return seconds

@@ -79,7 +79,9 @@ class Judge(RoleWork):
             )
         self._forget()
         for partition in assigned:
-            consumer.seek(partition, committed_or_beginning(consumer, partition))
+            consumer.seek(
+                partition, committed_or_beginning(consumer, partition, self.settings.transaction_timeout_seconds)
+            )
 
     def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
         for partition, records in polled.items():

@@ -56,6 +56,7 @@ from stream_dedup.kafka.clients import (
     leave_group,
     transactional_producer,
 )
+from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.kafka.sending import Send, send_all
 from stream_dedup.roles.topics import ensure_role_topics
@@ -111,11 +112,16 @@ class RoleWork(ABC):
         """The session ended, cleanly or not: close what the role opened itself."""
 
 
-def committed_or_beginning(consumer: KafkaConsumer, partition: TopicPartition) -> int:
-    """The group's committed offset of ``partition``, or the partition's first offset if none."""
-    committed = consumer.committed(partition)
+def committed_or_beginning(
+    consumer: KafkaConsumer, partition: TopicPartition, transaction_timeout_seconds: float
+) -> int:
+    """The group's committed offset of ``partition``, or the partition's first offset if none.
+
+    Raises ``KafkaError`` if a hanging transaction holds it (:mod:`stream_dedup.kafka.group_offsets`).
+    """
+    committed = committed_offset(consumer, partition, transaction_timeout_seconds)
     if committed is not None:
-        return int(committed)
+        return committed
     return int(consumer.beginning_offsets([partition])[partition])
 
 
@@ -151,17 +157,18 @@ class RoleRunner:
         """Sessions, one after another, until stopped.
 
         A :class:`KafkaError` ends the session and a new one starts after a
-        pause (1 s, doubling up to 30 s); anything else is raised (the
+        pause (:class:`~stream_dedup.kafka.clients.SessionBackoff`); anything else is raised (the
         process exits 1 with the message): retrying would meet the same
         records or settings.
         """
         ensure_role_topics(self.settings)
         pause = SessionBackoff()
         while not self.stopping:
+            started = time.monotonic()
             try:
                 self._run_session()
             except KafkaError as error:
-                seconds = pause.after_failure()
+                seconds = pause.after_failure(time.monotonic() - started)
                 log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
                 self.events.role_changed("restoring", "restarting after a Kafka error")
                 self._stop.wait(seconds)

@@ -120,7 +120,7 @@ class Shard(RoleWork):
 
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
         s = self.settings
-        committed = committed_or_beginning(consumer, self.partition)
+        committed = committed_or_beginning(consumer, self.partition, self.settings.transaction_timeout_seconds)
         # Held by this session before, the index is the prefix up to `covered`, all of it committed history
         # (a step that answered and failed to commit ends the session): go on from there.
         if self.covered is None or self.covered > committed:
@@ -235,7 +235,9 @@ class Shard(RoleWork):
         most, so the loop's polls (heartbeats, take-over) are not held up.
         """
         if self.covered is None:
-            self.restore(consumer, committed_or_beginning(consumer, self.partition))
+            self.restore(
+                consumer, committed_or_beginning(consumer, self.partition, self.settings.transaction_timeout_seconds)
+            )
         assert self.covered is not None
         if self._tail is None:
             self._tail = SequencedTail(self.settings.connection(), self.settings.sequenced_topic)
@@ -276,7 +278,7 @@ class Shard(RoleWork):
         assert tail is not None
         if known is not None and (tail.position < known[0] or time.monotonic() - known[1] < _STANDBY_REFRESH_SECONDS):
             return known[0]
-        target = committed_or_beginning(consumer, self.partition)
+        target = committed_or_beginning(consumer, self.partition, self.settings.transaction_timeout_seconds)
         self._standby_target = (target, time.monotonic())
         return target
 

@@ -44,7 +44,9 @@ class Signer(RoleWork):
 
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
         for partition in assigned:
-            consumer.seek(partition, committed_or_beginning(consumer, partition))
+            consumer.seek(
+                partition, committed_or_beginning(consumer, partition, self.settings.transaction_timeout_seconds)
+            )
 
     def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
         records = sorted((r for rs in polled.values() for r in rs), key=lambda r: (r.timestamp, r.partition, r.offset))

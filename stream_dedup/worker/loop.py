@@ -113,7 +113,8 @@ from kafka.errors import KafkaError
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.detector import make_detector
-from stream_dedup.kafka.clients import end_offsets_reader, group_consumer, transactional_producer
+from stream_dedup.kafka.clients import SessionBackoff, end_offsets_reader, group_consumer, transactional_producer
+from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.batch import judge_batch
 from stream_dedup.worker.committer import BackgroundCommit
@@ -132,7 +133,6 @@ from stream_dedup.worker.topics import ensure_stage_topics, stage_destinations
 
 log = logging.getLogger(__name__)
 
-_MAX_BACKOFF_SECONDS = 30.0
 _LAG_EVERY_SECONDS = 1.0
 
 
@@ -184,7 +184,8 @@ class Worker:
         - :class:`KafkaError` (broker unavailable, producer fenced, transaction
           timed out, a lost group join): the session ends, its transaction is
           aborted, and a fresh session restores from the snapshot and the
-          changelog after a pause (1 s, doubling up to 30 s).
+          changelog after a pause (1 s, doubling up to 30 s while sessions fail
+          at once; 1 s again after one that ran 30 s or more).
         - :class:`~stream_dedup.errors.StreamDedupError` (a changelog of other
           signature parameters or of another input, a snapshot of other
           parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`, a
@@ -212,15 +213,16 @@ class Worker:
             self._run_sessions()
 
     def _run_sessions(self) -> None:
-        backoff = 1.0
+        pause = SessionBackoff()
         while not self.stopping:
+            started = time.monotonic()
             try:
                 self._run_session()
-                backoff = 1.0
+                pause.after_success()
             except KafkaError as error:
-                log.error("Kafka error, restarting the session in %.0f s: %r", backoff, error)
-                self._stop.wait(backoff)
-                backoff = min(2 * backoff, _MAX_BACKOFF_SECONDS)
+                seconds = pause.after_failure(time.monotonic() - started)
+                log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
+                self._stop.wait(seconds)
             except _BatchFailedError:
                 # Not a broker fault: no reason to back off. It ends within a few
                 # sessions, when the offending record is isolated (see isolation).
@@ -440,10 +442,11 @@ class _Session:
         # The committed offsets and the changelog are written in one transaction,
         # but become visible separately: wait until the changelog has caught up
         # with the offsets, or the index would miss batches whose verdicts were published.
-        deadline = time.monotonic() + self.settings.transaction_timeout_seconds + 30
+        timeout = self.settings.transaction_timeout_seconds
+        deadline = time.monotonic() + timeout + 30
         while True:
             replay.catch_up(self.detector)
-            committed = {tp.partition: consumer.committed(tp) for tp in assigned}
+            committed = {tp.partition: committed_offset(consumer, tp, timeout) for tp in assigned}
             behind = {p: c for p, c in committed.items() if c is not None and replay.positions.get(p, -1) < c}
             if not behind:
                 break

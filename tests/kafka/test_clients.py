@@ -6,7 +6,7 @@ import pytest
 from kafka.errors import TopicAlreadyExistsError
 
 from stream_dedup.kafka import clients
-from stream_dedup.kafka.clients import KafkaConnection, TopicSpec, ensure_topics
+from stream_dedup.kafka.clients import KafkaConnection, SessionBackoff, TopicSpec, ensure_topics
 
 
 class _RacingAdmin:
@@ -41,3 +41,12 @@ def test_a_topic_another_process_is_creating_is_waited_for_until_its_partitions_
 
     assert counts == {"stage.answers": 3}
     assert _RacingAdmin.descriptions == 3
+
+
+def test_sessions_failing_at_once_wait_longer_each_time_and_one_that_ran_a_while_starts_over() -> None:
+    pause = SessionBackoff(first=1.0, most=30.0)
+    assert [pause.after_failure(lasted=0.5) for _ in range(7)] == [1, 2, 4, 8, 16, 30, 30]
+    # Hours of healthy running, then a broker restart: not a failing session.
+    assert [pause.after_failure(lasted=3600.0), pause.after_failure(lasted=2.0)] == [1, 2]
+    pause.after_success()
+    assert pause.after_failure(lasted=0.0) == 1
