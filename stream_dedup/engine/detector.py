@@ -51,7 +51,12 @@ from stream_dedup.engine.pairs import (
     earlier_values,
 )
 from stream_dedup.engine.simhash_detector import SimHashDetector
-from stream_dedup.engine.text_verification import DocumentTexts, ambiguous_pairs, text_similarity
+from stream_dedup.engine.text_verification import (
+    DocumentTexts,
+    ambiguous_pairs,
+    clearly_matched,
+    text_similarity,
+)
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import content_slots, index_keys
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
@@ -204,8 +209,8 @@ class Detector(DuplicateDetector):
         if self.containment is not None and batch.signed.set_sizes is None:
             raise ValueError("containment is on: the batch needs its set sizes")
         keys = batch.signed.keys
-        lookup = self.index.lookup(keys)
         within = pairs_within_batch(keys, self.config.max_bucket_size)
+        lookup = self.index.lookup(keys, within.ranks)
         ranks = ranks_within_batch(keys, self.index.slots) if self.index.slots > 1 else within.ranks
         if earlier is not None:
             # An earlier row another shard owns is entered there, not here.
@@ -259,7 +264,11 @@ class Detector(DuplicateDetector):
         self, batch: IndexedBatch, pairs: MeasuredPairs, first_seq: int, document_texts: DocumentTexts
     ) -> None:
         """Set the similarity of pairs too near the threshold to their texts' exact Jaccard, where known."""
-        near = ambiguous_pairs(pairs.estimates, self.config.threshold, self.config.sketch_bits)
+        config = self.config
+        near = ambiguous_pairs(pairs.estimates, config.threshold, config.sketch_bits)
+        if self.simhasher is None:  # (combined: a clear pair may still fail its Hamming distance)
+            clear = clearly_matched(pairs.estimates, pairs.rows, len(batch.ids), config.threshold, config.sketch_bits)
+            near = near[~clear[pairs.rows[near]]]
         if not near.size:
             return
         earlier = earlier_values(batch.sources, self.index.sources_of, pairs.seqs[near], first_seq)

@@ -45,6 +45,24 @@ def ambiguous_pairs(estimates: npt.NDArray[np.float64], threshold: float, sketch
     return np.flatnonzero(np.abs(estimates - threshold) <= AMBIGUITY_ERRORS * error)
 
 
+def clearly_matched(
+    estimates: npt.NDArray[np.float64], rows: npt.NDArray[np.intp], n: int, threshold: float, sketch_bits: int
+) -> npt.NDArray[np.bool_]:
+    """``(n,)``: rows with a pair whose estimate no pair asking for texts can beat (template variants, copies).
+
+    An ambiguous pair's estimate lies within :data:`AMBIGUITY_ERRORS`
+    standard errors of the threshold, and its exact Jaccard within as many
+    of its estimate (but for a chance under 1e-4): a pair estimated past
+    twice that margin is the row's better match whatever their texts say,
+    so the row's ambiguous pairs need no texts. On a stream of one
+    template's variants that is most of the texts asked for.
+    """
+    error = math.sqrt((1.0 - threshold * threshold) / sketch_bits)
+    clear = np.zeros(n, dtype=bool)
+    clear[rows[estimates > threshold + 2 * AMBIGUITY_ERRORS * error]] = True
+    return clear
+
+
 def text_similarity(
     texts: DocumentTexts, hasher: MinHasher, left: npt.NDArray[np.uint64], right: npt.NDArray[np.uint64]
 ) -> npt.NDArray[np.float64]:

@@ -132,8 +132,16 @@ class BandIndex:
         """Bytes held by the index's arrays."""
         return sum(g.nbytes for g in self.generations)
 
-    def lookup(self, keys: KeyArray) -> Lookup:
-        """Stored documents sharing at least one key with each row of ``keys`` ``(n, bands + 1)``."""
+    def lookup(self, keys: KeyArray, batch_ranks: npt.NDArray[np.int64] | None = None) -> Lookup:
+        """Stored documents sharing at least one key with each row of ``keys`` ``(n, bands + 1)``.
+
+        ``batch_ranks[row, table]``, how many earlier rows of the batch share
+        the row's key (:func:`pairs_within_batch`), makes a row see what it
+        would had the batch come one row at a time: without the stored
+        documents of the newest generation that those rows, entered first,
+        would have displaced from a full band. Without it, every stored
+        document is seen.
+        """
         n, bands = keys.shape
         query_band = np.tile(np.arange(bands), n)
         flat_keys = keys.ravel()
@@ -143,17 +151,60 @@ class BandIndex:
         newest_counts = np.zeros(n * bands, dtype=np.int64)
         for generation in self.generations:
             query, local = generation.tables.lookup(query_band, flat_keys)
+            if generation is self.generations[-1]:
+                all_slots = np.bincount(query, minlength=n * bands)
+                newest_counts = all_slots
+                if self.slots > 1:  # the cap counts only the documents of the row's own slot
+                    stored_slots = generation.key_highs.values[local, -1] % self.slots
+                    counted = query[stored_slots == content_slots(keys, self.slots)[query // bands]]
+                    newest_counts = np.bincount(counted, minlength=n * bands)
+                # Usually no band key holds, with the batch's earlier rows, more than the cap: nothing displaced.
+                crowded = all_slots.reshape(n, bands) + (0 if batch_ranks is None else batch_ranks)
+                if batch_ranks is not None and crowded[:, :-1].max(initial=0) > self.slot_cap:
+                    held = self._held(generation, keys, query, local)
+                    query, local = query[held], local[held]
             rows.append(query // bands)
             seqs.append(local.astype(np.int64) + generation.base_seq)
             tables.append(query % bands)
-            if generation is self.generations[-1]:
-                if self.slots > 1:  # the cap counts only the documents of the row's own slot
-                    stored_slots = generation.key_highs.values[local, -1] % self.slots
-                    query = query[stored_slots == content_slots(keys, self.slots)[query // bands]]
-                newest_counts = np.bincount(query, minlength=n * bands)
         return Lookup(
             np.concatenate(rows), np.concatenate(seqs), newest_counts.reshape(n, bands), np.concatenate(tables)
         )
+
+    def _held(self, newest: Generation, keys: KeyArray, query: IntArray, local: IntArray) -> npt.NDArray[np.bool_]:
+        """Which of the newest generation's matches ``(query, local)`` a row still sees, rows entered one by one.
+
+        Under a band key, of the stored documents of a slot, the row sees the
+        newest ``slot_cap - c``, where ``c`` counts the batch's earlier rows of
+        that key and slot: each of those, entered before the row, displaced
+        the oldest. A match of another key (the tables compare 16 bits) and
+        the content key's matches (it keeps its earliest) are all seen.
+        """
+        n, tables = keys.shape
+        table, row = query % tables, query // tables
+        stored_highs = newest.key_highs.values
+        candidate = (table < tables - 1) & (stored_highs[local, table] == (keys[row, table] >> np.uint32(16)))
+        picked = np.flatnonzero(candidate)
+        slots = content_slots(keys, self.slots).astype(U64)
+        stored_slot = (stored_highs[local[picked], -1] % self.slots).astype(U64)
+        # (table, key, slot) of each earlier batch row, and of each stored document's bucket, numbered densely.
+        band_rows = np.repeat(np.arange(n), tables - 1)
+        band_tables = np.tile(np.arange(tables - 1), n)
+        row_groups = _bucket_codes(band_tables, keys[band_rows, band_tables], slots[band_rows])
+        stored_groups = _bucket_codes(table[picked], keys[row[picked], table[picked]], stored_slot)
+        _, dense = np.unique(np.concatenate((row_groups, stored_groups)), return_inverse=True)
+        row_bits = U64(max(1, n.bit_length()))
+        batch = np.sort((dense[: row_groups.size].astype(U64) << row_bits) | band_rows.astype(U64))
+        bucket = dense[row_groups.size :].astype(U64) << row_bits
+        earlier_rows = np.searchsorted(batch, bucket | row[picked].astype(U64)) - np.searchsorted(batch, bucket)
+        # Each (row, bucket)'s stored documents, newest first, numbered from 0.
+        group = (dense[row_groups.size :].astype(np.int64) * n + row[picked]).astype(np.int64)
+        order = np.lexsort((-local[picked].astype(np.int64), group))
+        starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
+        newest_first = np.empty(picked.size, dtype=np.int64)
+        newest_first[order] = np.arange(picked.size) - np.repeat(starts, np.diff(np.r_[starts, picked.size]))
+        held = np.ones(query.size, dtype=bool)
+        held[picked] = newest_first + earlier_rows < self.slot_cap
+        return held
 
     def sketches_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint8]:
         """One-bit sketches of stored documents by sequence number."""
@@ -310,7 +361,9 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> BatchPairs:
     key, the earliest under the content key (``keys``' last column). Both
     searches, Jaccard and containment, take a batch's own pairs from here,
     so a row sees the earlier rows of its batch that a batch of one row
-    would have seen: whatever the later rows of the batch displace.
+    would have seen: whatever the later rows of the batch displace. (With
+    slots, where each slot keeps its own newest, that holds only while no
+    key is crowded past the cap within the batch.)
     """
     n = keys.shape[0]
     groups = _key_groups(keys)
@@ -337,6 +390,11 @@ def _ranks_and_sizes(keys: KeyArray, slots: int) -> tuple[npt.NDArray[np.int64],
     flat = ids + np.arange(tables) * (int(ids.max(initial=0)) + 1)
     sizes = np.bincount(flat.reshape(-1))[flat]
     return _key_groups(ids).ranks, sizes
+
+
+def _bucket_codes(tables: IntArray, keys: KeyArray, slots: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:
+    """One 64-bit code per (table, key, slot): the table in the top 16 bits, the key, the slot in the low 16."""
+    return (tables.astype(U64) << U64(48)) | (keys.astype(U64) << U64(16)) | slots
 
 
 def _slot_key_ids(keys: KeyArray, slots: int) -> IntArray:

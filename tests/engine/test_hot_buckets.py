@@ -102,3 +102,45 @@ def test_near_copies_crowding_their_band_values_within_one_batch_are_each_found(
         part = texts[start : start + batch]
         verdicts += [v.verdict for v in detector.process([str(start + i) for i in range(len(part))], part)]
     assert verdicts == ["unique"] + ["duplicate"] * (len(texts) - 1)
+
+
+LISTING = (
+    "Spacious {}-room apartment in {} for rent. Bright living room with {}, modern kitchen, new windows and "
+    "wooden floors. Close to the underground and shops. Rent {} EUR per month, utilities included, deposit "
+    "three months. Available from next month, no agents please."
+)
+
+
+def listings(seed: int, count: int) -> list[str]:
+    """Listings from one form: every band value crowded, near-copies at Jaccard 0.75-1 of each other."""
+    rng = random.Random(seed)
+    return [
+        LISTING.format(
+            rng.randint(1, 6),
+            rng.choice(["Kreuzberg", "Neukolln", "Mitte"]),
+            rng.choice(["balcony", "garden", "elevator"]),
+            rng.choice([900, 950, 1000]),
+        )
+        for _ in range(count)
+    ]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("containment", [None, 0.8], ids=["jaccard", "containment-on"])
+def test_with_the_cap_binding_verdicts_and_matches_do_not_depend_on_where_batches_are_cut(
+    seed: int, containment: float | None
+) -> None:
+    """A row sees what it would in a batch of one: the stored documents its batch's earlier rows displaced
+    are gone for it, and the earlier rows those rows displaced too."""
+    texts = listings(seed, 60)
+    ids = [f"d{i}" for i in range(len(texts))]
+    config = DetectionConfig(threshold=THRESHOLD, max_bucket_size=2 + seed % 3, containment_threshold=containment)
+    runs = {}
+    for batch in (1, 4, 7, len(texts)):
+        detector = Detector(config)
+        verdicts = []
+        for start in range(0, len(texts), batch):
+            verdicts += detector.process(ids[start : start + batch], texts[start : start + batch])
+        runs[batch] = [(v.verdict, v.duplicate_of, v.similarity) for v in verdicts]
+    assert sum(kind != "unique" for kind, _, _ in runs[1]) > len(texts) / 2  # the stream is as planned
+    assert runs[4] == runs[1] and runs[7] == runs[1] and runs[len(texts)] == runs[1]

@@ -14,11 +14,12 @@ import numpy.typing as npt
 from benchmarks.corpus import planted_stream
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
-from stream_dedup.engine.text_verification import ambiguous_pairs
+from stream_dedup.engine.text_verification import ambiguous_pairs, clearly_matched
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.text import Shingling, normalize_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 from stream_dedup.text.spool import TextSpool
+from tests.engine.test_hot_buckets import listings
 from tests.engine.test_short_texts import brute_force_duplicates, title_stream
 from tests.real_text import stdlib_paragraphs
 
@@ -150,3 +151,32 @@ def test_titles_and_one_word_texts_settled_by_text_are_brute_forces() -> None:
         )
     assert flagged(verdicts).tolist() == brute_force_duplicates(texts, Shingling(unit="char", size=10), 0.8)
     assert detector.stats.settled_by_text > 0
+
+
+def test_a_row_with_a_pair_beyond_twice_the_margin_needs_no_texts_for_its_others() -> None:
+    error = np.sqrt((1 - 0.8**2) / 1024)
+    estimates = 0.8 + error * np.array([8.01, 0.0, 7.99, 0.0, 1.0])
+    rows = np.array([0, 0, 1, 1, 2])
+    assert clearly_matched(estimates, rows, 4, 0.8, 1024).tolist() == [True, False, False, False]
+
+
+def test_reposts_of_a_template_with_an_exact_copy_ask_for_no_text() -> None:
+    """Listing platforms repost: every repost here has an exact copy earlier, so its pairs near the threshold
+    (the form's other variants) cannot change its verdict or its match, and no text is read for them."""
+    variants = listings(seed=4, count=6)
+    texts = normalize_all(variants + [variants[i % 6] for i in range(60)])
+    asked: list[int] = []
+
+    class Recording:
+        def texts_of(self, sources: npt.NDArray[np.uint64]) -> list[str | None]:
+            asked.extend(sources.tolist())
+            return [texts[n - 1] for n in sources.tolist()]
+
+    numbers = list(range(1, len(texts) + 1))
+    detector = Detector(CONFIG)
+    verdicts = detector.process(
+        [str(n) for n in numbers], texts, normalized=True, sources=numbers, document_texts=Recording()
+    )
+    assert [v.similarity for v in verdicts[6:]] == [1.0] * 60
+    assert [v.match_source for v in verdicts[6:]] == [1 + i % 6 for i in range(60)]
+    assert asked and max(asked) <= 6  # only the variants' own pairs near the threshold
