@@ -277,7 +277,12 @@ class WorkerSettings(ConnectionSettings):
             )
         if self.role == "all":
             return
-        topics = {"input_topic": self.input_topic, "output_topic": self.output_topic, "unique_topic": self.unique_topic}
+        topics = {
+            "input_topic": self.input_topic,
+            "output_topic": self.output_topic,
+            "dead_letter_topic": self.dead_letter_topic,
+            "unique_topic": self.unique_topic,
+        }
         for name, topic in topics.items():
             if topic in (self.sequenced_topic, self.answers_topic):
                 raise ConfigError(name, f"must differ from sequenced_topic and answers_topic ({topic!r})")

@@ -144,6 +144,9 @@ def test_each_role_gets_its_own_group_and_transactional_id_under_one_group_id() 
         ({"SHARDS": "4", "INDEX_SLOTS": "6"}, "shards", "must divide index_slots=6"),
         ({"ROLE": "judge", "UNIQUE_TOPIC": "x.answers", "ANSWERS_TOPIC": "x.answers"}, "unique_topic", "must differ"),
         ({"ROLE": "signer", "SEQUENCED_TOPIC": "documents"}, "input_topic", "must differ from sequenced_topic"),
+        # A signer's dead letters would land among the signature records, and every shard fail on them for good.
+        ({"ROLE": "signer", "DEAD_LETTER_TOPIC": "x.seq", "SEQUENCED_TOPIC": "x.seq"}, "dead_letter_topic", "differ"),
+        ({"ROLE": "judge", "DEAD_LETTER_TOPIC": "x.ans", "ANSWERS_TOPIC": "x.ans"}, "dead_letter_topic", "differ"),
         (
             {"ROLE": "signer", "ANSWERS_TOPIC": "x.sequenced", "SEQUENCED_TOPIC": "x.sequenced"},
             "answers_topic",
