@@ -95,14 +95,18 @@ def encode_entry(
     ]
 
 
-def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
-    """Parse a record value; raises :class:`ChangelogError` if it is not replayable here."""
+def decode_entry(value: bytes, digest: str, topic_setting: str = "changelog_topic") -> ChangelogEntry:
+    """Parse a record value; raises :class:`ChangelogError` if it is not replayable here.
+
+    ``topic_setting`` names the setting of the topic read, for the messages
+    (a shard reads the same records from ``sequenced_topic``).
+    """
     header, arrays = unpack_record(
         value,
         MAGIC,
         FORMAT_VERSION,
         "changelog",
-        "Replay it with the release that wrote it, or point changelog_topic at a new topic (the index then starts "
+        f"Replay it with the release that wrote it, or point {topic_setting} at a new topic (the index then starts "
         "empty).",
     )
     if header["digest"] != digest:
@@ -111,7 +115,7 @@ def decode_entry(value: bytes, digest: str) -> ChangelogEntry:
             "banding, verification, SimHash weighting, containment, ignore_invisible or fold_lookalikes) than this "
             "run's; its signatures are not comparable. "
             "Run with the original settings (a changelog written before ignore_invisible existed needs it off), or "
-            "point changelog_topic at a new topic (the index then starts empty)."
+            f"point {topic_setting} at a new topic (the index then starts empty)."
         )
     documents = IndexedBatch(texts_of(arrays, "id"), signed_batch(arrays), arrays["event_times"], arrays["sources"])
     return ChangelogEntry(

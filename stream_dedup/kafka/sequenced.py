@@ -42,7 +42,7 @@ class BatchAssembly:
 
     def add(self, offset: int, value: bytes) -> SequencedBatch | None:
         """The batch this record completes, if it completes one."""
-        entry = decode_entry(value, self.digest)
+        entry = decode_entry(value, self.digest, "sequenced_topic")
         if not entry.final:
             if self._first_part_offset is None:
                 self._first_part_offset = offset

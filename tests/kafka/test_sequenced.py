@@ -1,9 +1,11 @@
 """Reading the sequenced topic: batches whole or put back from parts, and where a reader resumes."""
 
 import numpy as np
+import pytest
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
+from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.sequenced import BatchAssembly
 from stream_dedup.lsh import IndexedBatch
@@ -54,3 +56,10 @@ def test_a_reader_resumes_before_an_incomplete_batch() -> None:
     assembly.add(7, first)
     assembly.add(8, second)
     assert assembly.resume_offset(9) == 7
+
+
+def test_a_record_of_other_signature_parameters_names_the_setting_a_shard_reads_it_by() -> None:
+    (value,) = encode_entry(entry_of(3), "another-digest")
+    with pytest.raises(ChangelogError, match="other signature parameters") as raised:
+        BatchAssembly(DIGEST).add(0, value)
+    assert "point sequenced_topic at a new topic" in str(raised.value)
