@@ -30,6 +30,8 @@ from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
 
 #: Standard errors either side of the threshold within which a pair's texts are asked for.
 AMBIGUITY_ERRORS = 4.0
+#: Standard errors past the ambiguous band beyond which a row's match needs no texts for its other pairs.
+CLEAR_ERRORS = 6.0
 
 
 class DocumentTexts(Protocol):
@@ -48,18 +50,21 @@ def ambiguous_pairs(estimates: npt.NDArray[np.float64], threshold: float, sketch
 def clearly_matched(
     estimates: npt.NDArray[np.float64], rows: npt.NDArray[np.intp], n: int, threshold: float, sketch_bits: int
 ) -> npt.NDArray[np.bool_]:
-    """``(n,)``: rows with a pair whose estimate no pair asking for texts can beat (template variants, copies).
+    """``(n,)``: rows with a pair whose estimate no pair asking for texts can beat (reposts, exact copies).
 
     An ambiguous pair's estimate lies within :data:`AMBIGUITY_ERRORS`
-    standard errors of the threshold, and its exact Jaccard within as many
-    of its estimate (but for a chance under 1e-4): a pair estimated past
-    twice that margin is the row's better match whatever their texts say,
-    so the row's ambiguous pairs need no texts. On a stream of one
-    template's variants that is most of the texts asked for.
+    standard errors of the threshold. A pair estimated :data:`CLEAR_ERRORS`
+    more beyond it is the row's better match unless an ambiguous pair's
+    exact Jaccard lies that many above its estimate (a chance under 1e-9),
+    so the row's ambiguous pairs need no texts. So wide a margin, because
+    an index split over shards cannot do the same: the shard holding the
+    ambiguous pair does not see the clear one and settles it, and the
+    verdicts must stay those of one index. On a stream of one template's
+    reposts that is most of the texts asked for.
     """
     error = math.sqrt((1.0 - threshold * threshold) / sketch_bits)
     clear = np.zeros(n, dtype=bool)
-    clear[rows[estimates > threshold + 2 * AMBIGUITY_ERRORS * error]] = True
+    clear[rows[estimates > threshold + (AMBIGUITY_ERRORS + CLEAR_ERRORS) * error]] = True
     return clear
 
 

@@ -153,9 +153,9 @@ def test_titles_and_one_word_texts_settled_by_text_are_brute_forces() -> None:
     assert detector.stats.settled_by_text > 0
 
 
-def test_a_row_with_a_pair_beyond_twice_the_margin_needs_no_texts_for_its_others() -> None:
+def test_a_row_with_a_pair_six_errors_past_the_ambiguous_band_needs_no_texts_for_its_others() -> None:
     error = np.sqrt((1 - 0.8**2) / 1024)
-    estimates = 0.8 + error * np.array([8.01, 0.0, 7.99, 0.0, 1.0])
+    estimates = 0.8 + error * np.array([10.01, 0.0, 9.99, 0.0, 1.0])
     rows = np.array([0, 0, 1, 1, 2])
     assert clearly_matched(estimates, rows, 4, 0.8, 1024).tolist() == [True, False, False, False]
 
