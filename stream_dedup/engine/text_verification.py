@@ -41,9 +41,14 @@ class DocumentTexts(Protocol):
         """The texts of ``sources`` (distinct), in order; ``None`` for one it cannot give."""
 
 
+def _standard_error(jaccard: float, sketch_bits: int) -> float:
+    """The one-bit sketch's standard error of a Jaccard estimate at ``jaccard`` (module docstring)."""
+    return math.sqrt((1.0 - jaccard * jaccard) / sketch_bits)
+
+
 def ambiguous_pairs(estimates: npt.NDArray[np.float64], threshold: float, sketch_bits: int) -> npt.NDArray[np.intp]:
     """Positions of the estimates that lie within :data:`AMBIGUITY_ERRORS` standard errors of ``threshold``."""
-    error = math.sqrt((1.0 - threshold * threshold) / sketch_bits)
+    error = _standard_error(threshold, sketch_bits)
     return np.flatnonzero(np.abs(estimates - threshold) <= AMBIGUITY_ERRORS * error)
 
 
@@ -62,7 +67,7 @@ def clearly_matched(
     verdicts must stay those of one index. On a stream of one template's
     reposts that is most of the texts asked for.
     """
-    error = math.sqrt((1.0 - threshold * threshold) / sketch_bits)
+    error = _standard_error(threshold, sketch_bits)
     clear = np.zeros(n, dtype=bool)
     clear[rows[estimates > threshold + (AMBIGUITY_ERRORS + CLEAR_ERRORS) * error]] = True
     return clear

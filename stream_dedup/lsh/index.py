@@ -159,8 +159,11 @@ class BandIndex:
                     counted = query[stored_slots == content_slots(keys, self.slots)[query // bands]]
                     newest_counts = np.bincount(counted, minlength=n * bands)
                 # Usually no band key holds, with the batch's earlier rows, more than the cap: nothing displaced.
-                crowded = all_slots.reshape(n, bands) + (0 if batch_ranks is None else batch_ranks)
-                if batch_ranks is not None and crowded[:, :-1].max(initial=0) > self.slot_cap:
+                crowded = (
+                    batch_ranks is not None
+                    and (all_slots.reshape(n, bands) + batch_ranks)[:, :-1].max(initial=0) > self.slot_cap
+                )
+                if crowded:
                     held = self._held(generation, keys, query, local)
                     query, local = query[held], local[held]
             rows.append(query // bands)
@@ -197,11 +200,11 @@ class BandIndex:
         bucket = dense[row_groups.size :].astype(U64) << row_bits
         earlier_rows = np.searchsorted(batch, bucket | row[picked].astype(U64)) - np.searchsorted(batch, bucket)
         # Each (row, bucket)'s stored documents, newest first, numbered from 0.
-        group = (dense[row_groups.size :].astype(np.int64) * n + row[picked]).astype(np.int64)
+        group = dense[row_groups.size :].astype(np.int64) * n + row[picked]
         order = np.lexsort((-local[picked].astype(np.int64), group))
         starts = np.flatnonzero(np.r_[True, group[order][1:] != group[order][:-1]])
         newest_first = np.empty(picked.size, dtype=np.int64)
-        newest_first[order] = np.arange(picked.size) - np.repeat(starts, np.diff(np.r_[starts, picked.size]))
+        newest_first[order] = _positions_in_runs(np.diff(np.r_[starts, picked.size]))
         held = np.ones(query.size, dtype=bool)
         held[picked] = newest_first + earlier_rows < self.slot_cap
         return held
@@ -312,7 +315,7 @@ class BandIndex:
         excess = stored + entering[rows, tables] - self.slot_cap
         order = np.lexsort((local, query))  # each key's documents, oldest first
         query, local = query[order], local[order]
-        oldest = np.arange(query.size) - np.repeat(np.cumsum(stored) - stored, stored) < excess[query]
+        oldest = _positions_in_runs(stored) < excess[query]
         newest.tables.remove(tables[query[oldest]], query_keys[query[oldest]], local[oldest])
         return int(np.count_nonzero(oldest))
 
@@ -372,7 +375,7 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> BatchPairs:
     content = tables == keys.shape[1] - 1
     first_partner = np.where(content, groups.group_start, groups.sharing - partners)
     owner = np.repeat(groups.sharing, partners)
-    offset = np.arange(owner.size) - np.repeat(np.cumsum(partners) - partners, partners)
+    offset = _positions_in_runs(partners)
     partner = np.repeat(first_partner, partners) + offset
     return BatchPairs(groups.flat_order[owner], groups.flat_order[partner], np.repeat(tables, partners), groups.ranks)
 
@@ -390,6 +393,11 @@ def _ranks_and_sizes(keys: KeyArray, slots: int) -> tuple[npt.NDArray[np.int64],
     flat = ids + np.arange(tables) * (int(ids.max(initial=0)) + 1)
     sizes = np.bincount(flat.reshape(-1))[flat]
     return _key_groups(ids).ranks, sizes
+
+
+def _positions_in_runs(lengths: npt.NDArray[np.int64] | IntArray) -> npt.NDArray[np.int64]:
+    """``0, 1, ..`` within each of consecutive runs of ``lengths``: ``[2, 3]`` gives ``[0, 1, 0, 1, 2]``."""
+    return np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)
 
 
 def _bucket_codes(tables: IntArray, keys: KeyArray, slots: npt.NDArray[np.uint64]) -> npt.NDArray[np.uint64]:

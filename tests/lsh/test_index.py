@@ -3,8 +3,9 @@ import itertools
 import numpy as np
 
 from stream_dedup.lsh import BandIndex, BandParameters, IndexedBatch, Retention, SignedBatch, pairs_within_batch
-from stream_dedup.lsh.band_keys import index_keys
+from stream_dedup.lsh.band_keys import content_slots, index_keys
 from stream_dedup.lsh.band_table import BandTables
+from stream_dedup.lsh.index import ranks_within_batch
 from stream_dedup.sketch import one_bit_sketches
 
 BANDING = BandParameters(bands=4, rows_per_band=2)
@@ -161,3 +162,34 @@ def test_retention_sizes_each_generation_up_front_so_tables_never_grow() -> None
     assert len(index.generations) == 1
     assert sizes == {index.generations[-1].tables.buckets}
     assert index.generations[-1].tables.buckets * 8 * 0.75 >= 5000
+
+
+def test_a_row_sees_the_stored_documents_its_batchs_earlier_rows_left_entered_one_by_one() -> None:
+    """A model, per band key and slot: the newest documents, each earlier row of the batch displacing the oldest."""
+    rng = np.random.default_rng(17)
+    for slots, cap in [(1, 3), (3, 6), (2, 5)]:
+        signatures = rng.integers(0, 3, (300, 8), dtype=np.uint32)  # few values: every key crowded
+        stored, probe = signatures[:240], signatures[240:]
+        index = BandIndex(SKETCH_BITS, BANDING, max_bucket_size=cap, slots=slots)
+        for start in range(0, len(stored), 40):
+            keys = keys_of(stored[start : start + 40])
+            lookup = index.lookup(keys)
+            sketches = one_bit_sketches(np.tile(stored[start : start + 40], 8))
+            first = index.next_seq
+            ids = [f"d{first + i}" for i in range(len(keys))]
+            batch = IndexedBatch(ids, SignedBatch(sketches, keys), np.zeros(len(ids)), np.zeros(len(ids), np.uint64))
+            index.add(batch, lookup.newest_counts + ranks_within_batch(keys, slots))
+        stored_keys, keys = keys_of(stored), keys_of(probe)
+        stored_slots, slot = content_slots(stored_keys, slots), content_slots(keys, slots)
+        lookup = index.lookup(keys, pairs_within_batch(keys, cap).ranks)
+        slot_cap = -(-cap // slots)
+        for band in range(BANDING.bands):
+            for row in range(len(probe)):
+                expected = []
+                for s in range(slots):
+                    held = np.flatnonzero((stored_keys[:, band] == keys[row, band]) & (stored_slots == s))[-slot_cap:]
+                    earlier = np.count_nonzero((keys[:row, band] == keys[row, band]) & (slot[:row] == s))
+                    left = max(0, slot_cap - earlier)  # each earlier row displaced the oldest
+                    expected += held[max(0, len(held) - left) :].tolist() if left else []
+                found = lookup.seqs[(lookup.rows == row) & (lookup.tables == band)]
+                assert sorted(found.tolist()) == sorted(expected), (slots, cap, band, row)
