@@ -33,6 +33,10 @@ pytestmark = pytest.mark.kafka
 #: Most kills the short run tries before giving up on ten that left work undone.
 ATTEMPTS = 36
 
+#: Records fed before each kill: enough that every role is still at them a few tenths of a second later,
+#: even on a quiet machine (a batch is 20 records).
+CHUNK = 200
+
 #: Each process of the stage: its instance id and role settings. Shard 1 has a standby.
 PROCESSES = {
     "signer-1": {"role": "signer"},
@@ -45,17 +49,28 @@ PROCESSES = {
 }
 
 
-def undone(stage: Stage, group: str, topic: str) -> int:
-    """Records of ``topic`` committed by their writers and not yet by ``group`` (see test_crash.unprocessed)."""
-    consumer = KafkaConsumer(
-        bootstrap_servers=stage.bootstrap, group_id=group, enable_auto_commit=False, isolation_level="read_committed"
-    )
-    try:
-        parts = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
-        ends = consumer.end_offsets(parts)
-        return sum(max(0, ends[tp] - 1 - (consumer.committed(tp) or 0)) for tp in parts if ends[tp])
-    finally:
-        consumer.close()
+class Backlog:
+    """How many records of a topic one group has yet to commit: committed by their writers, not by the group.
+
+    Opened before a kill is aimed, so that looking costs a round trip, not a new connection (see
+    test_crash.unprocessed).
+    """
+
+    def __init__(self, stage: Stage, group: str, topic: str) -> None:
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=stage.bootstrap,
+            group_id=group,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+        )
+        self.parts = [TopicPartition(topic, p) for p in sorted(self.consumer.partitions_for_topic(topic) or [])]
+
+    def records(self) -> int:
+        ends = self.consumer.end_offsets(self.parts)
+        return sum(max(0, ends[tp] - 1 - (self.consumer.committed(tp) or 0)) for tp in self.parts if ends[tp])
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def work_of(stage: Stage, name: str) -> tuple[str, str]:
@@ -76,15 +91,31 @@ def holds_partitions(process: WorkerProcess) -> bool:
 
 
 def kill_and_restart(
-    stage: Stage, name: str, process: WorkerProcess, rng: random.Random, standby: WorkerProcess | None
+    stage: Stage,
+    name: str,
+    process: WorkerProcess,
+    rng: random.Random,
+    feed: Callable[[], None],
+    standby: WorkerProcess | None,
 ) -> int:
-    """kill -9, then start again after a moment; a standby, if any, must have taken over first.
+    """Call ``feed``, kill -9 once the role has work in hand (or after a few seconds), then start it again after
+    a moment; a standby, if any, must have taken over first.
 
     Returns the records the killed role's group had left undone when it died
     (measured once it is dead, so that no commit can follow).
     """
-    process.kill()
-    left = undone(stage, *work_of(stage, name))
+    backlog = Backlog(stage, *work_of(stage, name))
+    try:
+        feed()
+        deadline = time.monotonic() + 3
+        while not backlog.records() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        # Random moments within that work: mid-step, mid-commit, mid-replay, mid-rebalance.
+        time.sleep(rng.uniform(0.0, 0.2))
+        process.kill()
+        left = backlog.records()
+    finally:
+        backlog.close()
     if standby is not None:
         wait_until(lambda: holds_partitions(standby), 60, "the standby shard taking over")
     time.sleep(rng.uniform(0.2, 1.5))
@@ -130,16 +161,14 @@ def roles_crash_run(
         "unique_topic": unique_topic,
     }
     processes = role_processes(stage, tmp_path, PROCESSES, **common)
-    # Every role in turn, then at random; the shard with a standby is killed where it is active. Half the
-    # feed is in the topic first, so that the first restarts meet a backlog; the rest comes a chunk before
-    # each kill. Kills go on until ten of them left work undone (an idle role proves nothing).
+    # Every role in turn, then at random; the shard with a standby is killed where it is active. A quarter of
+    # the feed is in the topic first, so that the first restarts meet a backlog; the rest comes a chunk at a
+    # time, each just before a kill aimed at the victim's work on it. Kills go on until ten of them left work
+    # undone (an idle role proves nothing).
     kinds = ["signer", "shard", "judge", "shard-1"]
-    half = len(messages) // 2
-    produce(stage.bootstrap, stage.input_topic, messages[:half])
-    # A chunk before every kill, so that no kill meets roles that have long caught up (a loaded machine
-    # lets them catch up between kills more often than a quiet one).
-    step = half // attempts + 1
-    chunks = [messages[i : i + step] for i in range(half, len(messages), step)]
+    backlog = len(messages) // 4
+    produce(stage.bootstrap, stage.input_topic, messages[:backlog])
+    chunks = [messages[i : i + CHUNK] for i in range(backlog, len(messages), CHUNK)]
     standby_took_over = 0
     left_undone: list[tuple[str, int]] = []
     try:
@@ -147,21 +176,22 @@ def roles_crash_run(
             if sum(left > 0 for _, left in left_undone) >= meaningful_kills and standby_took_over:
                 break
             victim = kinds[attempt] if attempt < len(kinds) else rng.choice(kinds)
-            if chunks:
-                produce(stage.bootstrap, stage.input_topic, chunks.pop(0))
-            # Random moments: mid-step, mid-commit, mid-replay, mid-rebalance.
-            time.sleep(rng.uniform(0.1, 0.8))
+            chunk = chunks.pop(0) if chunks else []
+
+            def feed(chunk: list[tuple[bytes | None, bytes | None, int, int]] = chunk) -> None:
+                produce(stage.bootstrap, stage.input_topic, chunk)
+
             if victim == "shard-1":
                 shard_1 = [n for n in processes if n.startswith("shard-1")]
                 active = next((n for n in shard_1 if holds_partitions(processes[n])), None)
                 if active is not None:
                     other = processes[next(n for n in shard_1 if n != active)]
-                    left_undone.append((active, kill_and_restart(stage, active, processes[active], rng, other)))
+                    left_undone.append((active, kill_and_restart(stage, active, processes[active], rng, feed, other)))
                     standby_took_over += 1
                     continue
                 victim = "shard"
             name = rng.choice([n for n in processes if n.startswith(victim) and not n.startswith("shard-1")])
-            left_undone.append((name, kill_and_restart(stage, name, processes[name], rng, standby=None)))
+            left_undone.append((name, kill_and_restart(stage, name, processes[name], rng, feed, standby=None)))
         for chunk in chunks:
             produce(stage.bootstrap, stage.input_topic, chunk)
         records = read_committed(
