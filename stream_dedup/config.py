@@ -5,6 +5,7 @@ spells it, minus the prefix) and says what is allowed.
 """
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -407,6 +408,15 @@ def _named_banding(bands: int, rows_per_band: int) -> BandParameters:
         if not isinstance(value, int) or value < 1:
             raise ConfigError(name, f"must be a whole number >= 1, got {value!r}")
     return BandParameters(bands, rows_per_band)
+
+
+def settings_changes(before: Mapping[str, object], after: Mapping[str, object]) -> str | None:
+    """Each setting that differs from ``before`` to ``after``, for a log (``threshold 0.8 -> 0.795``); None if none."""
+    names = dict.fromkeys([*before, *after])
+    changes = [
+        f"{name} {before.get(name)!r} -> {after.get(name)!r}" for name in names if before.get(name) != after.get(name)
+    ]
+    return ", ".join(changes) or None
 
 
 def _fingerprint(parameters: dict[str, object]) -> str:

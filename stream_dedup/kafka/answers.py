@@ -12,7 +12,8 @@ Record value layout (no pickle; see :mod:`~stream_dedup.kafka.packed_arrays`)::
     b"SDAN"  magic
     u8       format version
     u32      header length (little-endian)
-    header   UTF-8 JSON: digest, shard, shards, first_offset, end_offset, array directory
+    header   UTF-8 JSON: digest, shard, shards, first_offset, end_offset, the shard's verdict settings,
+             array directory
     arrays   keys, match_keys (int64 sequence keys), similarity (float64,
              unrounded), distances (int64, method combined only),
              match_sources (uint64), match ids (bytes and ends), kinds
@@ -20,6 +21,7 @@ Record value layout (no pickle; see :mod:`~stream_dedup.kafka.packed_arrays`)::
              containment on only
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -47,6 +49,9 @@ class AnswerRecord:
     first_offset: int
     end_offset: int
     answer: ShardAnswer
+    #: The shard's verdict settings (``DetectionConfig.verdict_settings``); None in records written before they
+    #: were carried. Settings that keep the signatures can differ between shards and judge: the judge says so.
+    settings: Mapping[str, object] | None = None
 
     def used_up_before(self, offset: int) -> bool:
         """Whether everything this record tells concerns sequenced offsets below ``offset``."""
@@ -94,6 +99,7 @@ def _encode(record: AnswerRecord, digest: str) -> bytes:
         "shards": record.shards,
         "first_offset": record.first_offset,
         "end_offset": record.end_offset,
+        "settings": record.settings,
     }
     return pack_record(MAGIC, FORMAT_VERSION, fields, arrays)
 
@@ -118,6 +124,12 @@ def decode_answer(value: bytes, digest: str) -> AnswerRecord:
     )
     if answer.kinds is not None and (answer.kinds >= len(ANSWER_KINDS)).any():
         raise ChangelogError("an answer record names a kind of match this judge does not know")
+    settings = header.get("settings")
     return AnswerRecord(
-        int(header["shard"]), int(header["shards"]), int(header["first_offset"]), int(header["end_offset"]), answer
+        int(header["shard"]),
+        int(header["shards"]),
+        int(header["first_offset"]),
+        int(header["end_offset"]),
+        answer,
+        settings if isinstance(settings, dict) else None,
     )

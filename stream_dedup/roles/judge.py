@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 from kafka import KafkaConsumer, TopicPartition
 
+from stream_dedup.config import settings_changes
 from stream_dedup.engine.sharding import merge_answers
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.answers import AnswerRecord, decode_answer
@@ -54,6 +55,9 @@ class Judge(RoleWork):
         self.limits = size_limits(settings.connection(), forwarded) if forwarded else {}
         self.digest = settings.detection.signature_fingerprint()
         self.fingerprint = settings.detection.fingerprint()
+        self.verdict_settings = settings.detection.verdict_settings()
+        #: Per shard, how its answers' settings differ from ours, as last said in a warning.
+        self.settings_warned: dict[int, str | None] = {}
         self.sequenced = TopicPartition(settings.sequenced_topic, 0)
         self._forget()
 
@@ -154,8 +158,29 @@ class Judge(RoleWork):
                     f"of {answer.shards}, but this judge runs with shards={s.shards}: give every role the same "
                     "shards setting (a new shard count needs a new group_id, see docs/scale-out.md)",
                 )
+            self._check_settings(shard, answer)
             self.answers[shard].append((record.offset, answer))
             self.progress[shard] = max(self.progress.get(shard, 0), answer.end_offset)
+
+    def _check_settings(self, shard: int, answer: AnswerRecord) -> None:
+        """Warn once a shard answers under other verdict settings than ours, and again whenever that changes.
+
+        Settings that keep the signatures (a threshold that keeps the banding,
+        retention, the cap) may differ: the answers decode, but the matches were
+        found under the shard's settings while the verdicts carry this judge's
+        ``params_fingerprint``. Not refused: answers written before a settings
+        change are still read after it.
+        """
+        changed = None if answer.settings is None else settings_changes(answer.settings, self.verdict_settings)
+        if changed != self.settings_warned.get(shard) and changed is not None:
+            log.warning(
+                "shard %d answers under other detection settings than this judge's (%s): give the shards and the "
+                "judge the same settings; verdicts carry this judge's params_fingerprint %s",
+                shard,
+                changed,
+                self.fingerprint,
+            )
+        self.settings_warned[shard] = changed
 
     def _ready_batches(self) -> list[SequencedBatch]:
         """The batches every shard has answered past, oldest first, up to a step's worth of documents."""

@@ -101,6 +101,7 @@ class Shard(RoleWork):
         self.topics = [settings.sequenced_topic]
         self.limits = {}
         self.digest = settings.detection.signature_fingerprint()
+        self.verdict_settings = settings.detection.verdict_settings()
         self.partition = TopicPartition(settings.sequenced_topic, 0)
         self.index = ShardDetector(settings.detection, settings.shard_index, settings.shards)
         self.assembly = BatchAssembly(self.digest)
@@ -200,7 +201,9 @@ class Shard(RoleWork):
             return None
         s = self.settings
         end = self.assembly.resume_offset(end)
-        record = AnswerRecord(s.shard_index, s.shards, self.first_offset, end, ShardAnswer.concat(answers))
+        record = AnswerRecord(
+            s.shard_index, s.shards, self.first_offset, end, ShardAnswer.concat(answers), self.verdict_settings
+        )
         key = str(s.shard_index).encode()
         sends = [
             Send(s.answers_topic, OutgoingRecord(key, value, []), s.shard_index)

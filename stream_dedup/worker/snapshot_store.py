@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from stream_dedup.config import settings_changes
 from stream_dedup.engine.snapshot import SnapshotImage, Snapshotted, capture_snapshot
 from stream_dedup.errors import CorruptSnapshotError, ForeignSnapshotError
 
@@ -64,15 +65,7 @@ class SnapshotCoverage:
         the others refuse the snapshot. Legitimate, but the verdicts change
         from here on, and an operator should hear it.
         """
-        if self.settings is None:
-            return None
-        names = dict.fromkeys([*self.settings, *running])
-        changes = [
-            f"{name} {self.settings.get(name)!r} -> {running.get(name)!r}"
-            for name in names
-            if self.settings.get(name) != running.get(name)
-        ]
-        return ", ".join(changes) or None
+        return None if self.settings is None else settings_changes(self.settings, running)
 
 
 def continued_by(log: str, first: int, end: int, end_name: str) -> Callable[[SnapshotCoverage], str | None]:

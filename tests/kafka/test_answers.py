@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.sharding import ANSWER_KINDS, ShardAnswer, sequence_keys
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.answers import AnswerRecord, decode_answer, encode_answers
@@ -69,12 +70,14 @@ answer_rows = st.lists(
 def test_an_answer_survives_encoding_whole_or_in_parts(
     rows: list[tuple[int, int, float, int, str]], distances: bool, containment: bool, max_bytes: int
 ) -> None:
-    record = AnswerRecord(2, 3, 17, 25, answer_of(rows, distances, containment))
+    settings = DetectionConfig(containment_threshold=0.8 if containment else None).verdict_settings()
+    record = AnswerRecord(2, 3, 17, 25, answer_of(rows, distances, containment), settings)
 
     parts = [decode_answer(value, DIGEST) for value in encode_answers(record, DIGEST, max_bytes)]
 
     assert rows_of(ShardAnswer.concat([p.answer for p in parts])) == rows_of(record.answer)
     assert {(p.shard, p.shards, p.first_offset) for p in parts} == {(2, 3, 17)}
+    assert all(p.settings == settings for p in parts)
     # Only the last part says how far the shard got: a judge that read part of it waits for the rest.
     assert [p.end_offset for p in parts] == [17] * (len(parts) - 1) + [25]
 
@@ -88,6 +91,12 @@ def test_a_record_is_used_up_once_its_range_and_its_rows_are_judged() -> None:
     assert not whole.used_up_before(20) and whole.used_up_before(21)
     assert not first_part.used_up_before(15) and first_part.used_up_before(21)
     assert progress_only.used_up_before(21) and not progress_only.used_up_before(20)
+
+
+def test_a_record_of_a_shard_that_did_not_say_its_settings_decodes_without_them() -> None:
+    (value,) = encode_answers(AnswerRecord(0, 1, 0, 1, answer_of([], False)), DIGEST)
+
+    assert decode_answer(value, DIGEST).settings is None
 
 
 def test_foreign_records_are_refused_with_a_reason() -> None:

@@ -1,8 +1,11 @@
 """The judge's step without a broker: it waits for every shard, merges, and commits only what it used up."""
 
+import logging
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import numpy as np
+import pytest
 from kafka import TopicPartition
 
 from stream_dedup.cli.settings_sources import resolve_settings
@@ -42,8 +45,12 @@ def batches(texts: list[str], size: int) -> list[IndexedBatch]:
     ]
 
 
-def answer_record(shard: int, first: int, end: int, answers: list[ShardAnswer]) -> bytes:
-    (value,) = encode_answers(AnswerRecord(shard, 2, first, end, ShardAnswer.concat(answers)), DIGEST)
+def answer_record(
+    shard: int, first: int, end: int, answers: list[ShardAnswer], config: DetectionConfig | None = None
+) -> bytes:
+    """Shard ``shard``'s record; it says the verdict settings of ``config``, if given."""
+    settings = config.verdict_settings() if config is not None else None
+    (value,) = encode_answers(AnswerRecord(shard, 2, first, end, ShardAnswer.concat(answers), settings), DIGEST)
     return value
 
 
@@ -105,3 +112,25 @@ def test_a_take_over_forgets_what_was_read_and_reads_again_from_the_committed_of
 
     assert not judge.batches and not judge.progress
     assert consumer.seeks == dict.fromkeys([SEQUENCED, *ANSWERS], 5)
+
+
+def test_a_shard_answering_under_other_settings_is_named_in_a_warning_each_time_that_changes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    judge = Judge(SETTINGS)
+    other = replace(CONFIG, threshold=0.795, max_bucket_size=50)  # the same signatures
+    records = {
+        ANSWERS[0]: [Record(o, answer_record(0, o, o + 1, [], CONFIG)) for o in range(3)],
+        ANSWERS[1]: [
+            Record(o, answer_record(1, o, o + 1, [], config)) for o, config in enumerate([other, other, CONFIG])
+        ],
+    }
+
+    with caplog.at_level(logging.WARNING, logger="stream_dedup.roles.judge"):
+        judge.step(records)
+        judge.step({ANSWERS[1]: [Record(3, answer_record(1, 3, 4, [], other))]})
+
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2, warnings  # shard 1 differs, agrees again, differs again; shard 0 always agrees
+    assert all(w.startswith("shard 1 answers under other detection settings") for w in warnings)
+    assert "(threshold 0.795 -> 0.8, max_bucket_size 50 -> 64)" in warnings[0]
