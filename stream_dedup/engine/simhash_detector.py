@@ -95,7 +95,7 @@ class SimHashDetector(DuplicateDetector):
         so no pair is left too near a threshold to judge.
         """
         fingerprints = self._fingerprints(batch.signed)
-        matches = self.index.search_batch(fingerprints, earlier)
+        matches, crowding = self.index.capped(self.index.search_batch(fingerprints, earlier), fingerprints)
         n = len(batch.ids)
         self.last_batch_candidates = np.bincount(matches.rows, minlength=n).astype(np.int64)
         self.stats.candidates += len(matches)
@@ -108,7 +108,7 @@ class SimHashDetector(DuplicateDetector):
         distances[matches.rows[firsts]] = matches.distances[firsts]
         similarity = 1.0 - distances / FINGERPRINT_BITS
         best = BestMatches(best_seqs, similarity, distances)
-        return HammingProbe(best, self.index.next_seq, self.index.crowding(matches, fingerprints))
+        return HammingProbe(best, self.index.next_seq, crowding)
 
     def insert(self, batch: IndexedBatch, counts: npt.NDArray[np.int64]) -> None:
         """Index ``batch`` (sequence numbers ``index.next_seq`` onwards), its rows' :attr:`HammingProbe.counts`

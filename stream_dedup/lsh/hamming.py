@@ -13,10 +13,11 @@ the nearest) pick it from :class:`NearMatches`.
 Every document is compared with every earlier one. :meth:`HammingIndex.search_and_add`
 searches the stored documents and the earlier rows of the same batch
 (:func:`matches_within_batch`) before inserting the batch, so a verdict
-never depends on where batch boundaries fall, but for the hot-cluster cap
-below: a batch's rows are compared with each other uncapped, so a document
-the cap keeps out of the tables is still found by a near-copy in its batch,
-and missed by one in a later batch that is near no entered fingerprint.
+never depends on where batch boundaries fall. The hot-cluster cap below
+holds to that too: :meth:`HammingIndex.capped` applies it to a batch's rows
+as if they were entered one by one, so an earlier row the cap keeps out of
+the tables is no match for a later row of its batch, as it would be none for
+a row of the next batch.
 
 Storage, per document: the fingerprint (8 bytes) and its source (an opaque
 8-byte pointer to its record, returned with a match) once, its id in a byte
@@ -174,9 +175,9 @@ class HammingIndex:
         event_times: npt.NDArray[np.float64] | None = None,
         sources: Uint64Array | None = None,
     ) -> NearMatches:
-        """:meth:`search_batch`, then :meth:`add` the batch."""
-        matches = self.search_batch(fingerprints)
-        self.add(fingerprints, ids, event_times, sources, self.crowding(matches, fingerprints))
+        """:meth:`search_batch` under the cap (:meth:`capped`), then :meth:`add` the batch."""
+        matches, crowding = self.capped(self.search_batch(fingerprints), fingerprints)
+        self.add(fingerprints, ids, event_times, sources, crowding)
         return matches
 
     def add(
@@ -219,27 +220,41 @@ class HammingIndex:
         """Near fingerprints of its slot in the newest generation past which a document is not entered."""
         return -(-(self.max_bucket_size or 0) // self.slots)
 
-    def crowding(self, matches: NearMatches, fingerprints: Uint64Array) -> npt.NDArray[np.int64]:
-        """``(n, 2)``: each row's near fingerprints and exact copies in the newest generation, of its slot.
+    def capped(self, matches: NearMatches, fingerprints: Uint64Array) -> tuple[NearMatches, npt.NDArray[np.int64]]:
+        """``matches`` (the batch's :meth:`search_batch`) as the hot-cluster cap leaves them, and the crowding.
 
-        Counted from ``matches``, the batch's :meth:`search_batch`: only the
-        newest generation counts (the batch joins it), as a copy of an older
-        document must stay findable once that one is evicted. What :meth:`add`
-        applies the cap to (see "Hot clusters" above).
+        The crowding, ``(n, 2)``: each row's near fingerprints and exact copies
+        in the newest generation, of its slot; what :meth:`add` applies the cap
+        to (see "Hot clusters" above). Only the newest generation counts (the
+        batch joins it), as a copy of an older document must stay findable once
+        that one is evicted.
+
+        The batch's rows count as if entered one by one: an earlier row counts
+        only if the cap let it in, and a row it kept out is no match for the
+        later rows. So verdicts do not depend on where batches are cut.
         """
-        recent = matches.seqs >= self.history.newest.base_seq
+        in_batch = matches.seqs >= self.next_seq
+        counted = matches.seqs >= self.history.newest.base_seq
         if self.slots > 1:
-            in_batch = matches.seqs >= self.next_seq
             others = np.empty(matches.seqs.size, dtype=np.uint64)
             others[in_batch] = fingerprints[matches.seqs[in_batch] - self.next_seq]
-            stored = recent & ~in_batch
+            stored = counted & ~in_batch
             others[stored] = self.fingerprints_of(matches.seqs[stored])
             slots = fingerprint_slots(fingerprints[matches.rows], self.slots)
-            recent &= slots == fingerprint_slots(others, self.slots)
-        crowding = np.zeros((fingerprints.size, 2), dtype=np.int64)
-        crowding[:, 0] = np.bincount(matches.rows[recent], minlength=fingerprints.size)
-        crowding[:, 1] = np.bincount(matches.rows[recent & (matches.distances == 0)], minlength=fingerprints.size)
-        return crowding
+            counted &= slots == fingerprint_slots(others, self.slots)
+        exact = matches.distances == 0
+        if self.max_bucket_size is None:
+            return matches, _crowding(fingerprints.size, matches.rows, counted, exact)
+        stored_counted = counted & ~in_batch
+        crowding = _crowding(fingerprints.size, matches.rows, stored_counted, exact)
+        pairs = np.flatnonzero(counted & in_batch)
+        entered = _entered_one_by_one(
+            crowding, matches.rows[pairs], matches.seqs[pairs] - self.next_seq, exact[pairs], self.slot_cap
+        )
+        found = ~in_batch
+        found[in_batch] = entered[matches.seqs[in_batch] - self.next_seq]
+        kept = NearMatches(matches.rows[found], matches.seqs[found], matches.distances[found])
+        return kept, _crowding(fingerprints.size, kept.rows, counted[found], exact[found])
 
     def fingerprints_of(self, seqs: npt.NDArray[np.int64]) -> Uint64Array:
         """Fingerprints of stored documents by sequence number."""
@@ -453,6 +468,38 @@ class _Generation:
         generation.first_event_time = _float_or(meta["first_event_time"], float("inf"))
         generation.last_event_time = _float_or(meta["last_event_time"], float("-inf"))
         return generation
+
+
+def _crowding(
+    rows: int, pair_rows: IntArray, counted: npt.NDArray[np.bool_], exact: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.int64]:
+    """``(rows, 2)``: per row, its ``counted`` pairs, and those of them that are ``exact`` copies."""
+    crowding = np.zeros((rows, 2), dtype=np.int64)
+    crowding[:, 0] = np.bincount(pair_rows[counted], minlength=rows)
+    crowding[:, 1] = np.bincount(pair_rows[counted & exact], minlength=rows)
+    return crowding
+
+
+def _entered_one_by_one(
+    stored: npt.NDArray[np.int64], rows: IntArray, earlier: IntArray, exact: npt.NDArray[np.bool_], cap: int
+) -> npt.NDArray[np.bool_]:
+    """Which rows of a batch the cap enters, the rows entered one by one, in order.
+
+    ``stored`` is each row's crowding by the stored documents (near, exact);
+    ``rows``, ``earlier``, ``exact``: the counted pairs of rows within the batch,
+    sorted by row. A row is entered while its near fingerprints (stored, and
+    earlier rows entered) stay under ``cap`` and none is an exact copy.
+    """
+    entered: npt.NDArray[np.bool_] = (stored[:, 0] < cap) & (stored[:, 1] == 0)
+    # Only a row whose batch pairs could bind decides in order; the others are entered or not already.
+    within = np.bincount(rows, minlength=entered.size)
+    copied = np.bincount(rows[exact], minlength=entered.size)
+    undecided = np.flatnonzero(entered & ((stored[:, 0] + within >= cap) | (copied > 0)))
+    starts = np.searchsorted(rows, undecided)
+    for row, start, end in zip(undecided.tolist(), starts.tolist(), (starts + within[undecided]).tolist(), strict=True):
+        counted = entered[earlier[start:end]]
+        entered[row] = stored[row, 0] + np.count_nonzero(counted) < cap and not (counted & exact[start:end]).any()
+    return entered
 
 
 def _within_batch(

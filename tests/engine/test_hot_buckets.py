@@ -8,11 +8,12 @@ must find it. The truth is brute force on the texts' shingle sets.
 """
 
 import random
+from typing import Any
 
 import pytest
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Detector
+from stream_dedup.engine import Detector, make_detector
 from tests.real_text import stdlib_paragraphs
 
 #: Small, so that a few hundred variants fill every band value of a new one.
@@ -126,18 +127,27 @@ def listings(seed: int, count: int) -> list[str]:
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("containment", [None, 0.8], ids=["jaccard", "containment-on"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        {"containment_threshold": None},
+        {"containment_threshold": 0.8},
+        {"method": "simhash", "max_hamming": 6, "containment_threshold": None},
+    ],
+    ids=["jaccard", "containment-on", "simhash"],
+)
 def test_with_the_cap_binding_verdicts_and_matches_do_not_depend_on_where_batches_are_cut(
-    seed: int, containment: float | None
+    seed: int, method: dict[str, Any]
 ) -> None:
     """A row sees what it would in a batch of one: the stored documents its batch's earlier rows displaced
-    are gone for it, and the earlier rows those rows displaced too."""
+    are gone for it, and the earlier rows those rows displaced too (simhash: earlier rows the cap kept out
+    of the tables are no match for it)."""
     texts = listings(seed, 60)
     ids = [f"d{i}" for i in range(len(texts))]
-    config = DetectionConfig(threshold=THRESHOLD, max_bucket_size=2 + seed % 3, containment_threshold=containment)
+    config = DetectionConfig(threshold=THRESHOLD, max_bucket_size=2 + seed % 3, **method)
     runs = {}
     for batch in (1, 4, 7, len(texts)):
-        detector = Detector(config)
+        detector = make_detector(config)
         verdicts = []
         for start in range(0, len(texts), batch):
             verdicts += detector.process(ids[start : start + batch], texts[start : start + batch])

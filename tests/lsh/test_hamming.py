@@ -80,6 +80,51 @@ def test_index_finds_exactly_the_earlier_fingerprints_within_k(layout: HammingLa
     assert found == brute_force(fingerprints, layout.max_distance)
 
 
+def capped_brute_force(fingerprints: list[int], k: int, cap: int, slots: int) -> set[tuple[int, int, int]]:
+    """The matches when documents come one by one and the hot-cluster cap keeps some out of the tables.
+
+    A document is found only if it was entered; it is entered unless, among the entered documents of its
+    slot, ``cap`` or more lie within k of it or one is an exact copy (one generation: no retention).
+    """
+    slot = fingerprint_slots(np.array(fingerprints, dtype=np.uint64), slots).tolist()
+    entered: list[int] = []
+    found = set()
+    for i, value in enumerate(fingerprints):
+        near = [(j, bin(value ^ fingerprints[j]).count("1")) for j in entered]
+        near = [(j, d) for j, d in near if d <= k]
+        found |= {(i, j, d) for j, d in near}
+        own = [d for j, d in near if slot[j] == slot[i]]
+        if len(own) < cap and 0 not in own:
+            entered.append(i)
+    return found
+
+
+@st.composite
+def crowded_streams(draw: st.DrawFn, k: int) -> list[int]:
+    """A few centres, each copied many times with 0..k+1 bits flipped: crowds the cap binds in."""
+    centres = draw(st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=3))
+    fingerprints = []
+    for _ in range(draw(st.integers(1, 80))):
+        flips = draw(st.lists(st.integers(0, 63), max_size=k + 1, unique=True))
+        fingerprints.append(flip(draw(st.sampled_from(centres)), flips))
+    return fingerprints
+
+
+@pytest.mark.parametrize("layout", LAYOUTS[:5], ids=lambda layout: f"k{layout.max_distance}-{layout.levels}")
+@settings(max_examples=60, deadline=None)
+@given(data=st.data(), cap=st.integers(1, 5), slots=st.sampled_from([1, 2, 3]))
+def test_with_the_cap_binding_matches_are_those_of_documents_entered_one_by_one(
+    layout: HammingLayout, data: st.DataObject, cap: int, slots: int
+) -> None:
+    fingerprints = data.draw(crowded_streams(layout.max_distance))
+    cuts = data.draw(st.lists(st.integers(0, len(fingerprints)), max_size=5))
+    index = HammingIndex(layout, max_bucket_size=cap * slots, slots=slots)
+
+    found = stream_through(index, fingerprints, cuts)
+
+    assert found == capped_brute_force(fingerprints, layout.max_distance, cap, slots)
+
+
 @pytest.mark.parametrize("layout", LAYOUTS, ids=lambda layout: f"k{layout.max_distance}-{layout.levels}")
 @settings(max_examples=100, deadline=None)
 @given(value=st.integers(0, 2**64 - 1), data=st.data())
