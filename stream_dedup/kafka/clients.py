@@ -160,6 +160,17 @@ def partition_reader(
     return consumer
 
 
+def topic_id(consumer: KafkaConsumer, topic: str) -> str | None:
+    """Kafka's id of ``topic`` (a topic deleted and created again under its name gets a new one); None if unknown.
+
+    From the consumer's metadata, fetched for the topic if it has none (brokers
+    older than Kafka 2.8 send no ids).
+    """
+    consumer.partitions_for_topic(topic)
+    found = consumer._client.cluster.topic_id(topic)  # kafka-python keeps the ids of its metadata here only
+    return None if found is None else str(found)
+
+
 def end_offsets_reader(connection: KafkaConnection) -> KafkaConsumer:
     """A consumer of no group, for asking end offsets only (read_committed: the last stable offsets).
 

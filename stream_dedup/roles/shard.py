@@ -52,6 +52,7 @@ from kafka.errors import OffsetOutOfRangeError
 from stream_dedup.engine.sharding import ShardAnswer, ShardDetector
 from stream_dedup.engine.snapshot import load_shard_snapshot
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
+from stream_dedup.kafka.clients import topic_id
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sending import Send
@@ -108,6 +109,8 @@ class Shard(RoleWork):
         self.schedule = SnapshotSchedule(settings.snapshot_interval_seconds, settings.snapshot_every_documents)
         #: Sequenced offset the index covers: every batch before it is indexed, none after (None: not restored yet).
         self.covered: int | None = None
+        #: Kafka's id of the sequenced topic, as at the last restore (see ``SnapshotCoverage.topic_id``).
+        self.topic_id: str | None = None
         #: Batches before this sequenced offset are indexed without being answered (answered before).
         self.answered_from = 0
         #: Where the next answer record's range starts: the offset committed last.
@@ -149,8 +152,12 @@ class Shard(RoleWork):
         s = self.settings
         beginning = int(consumer.beginning_offsets([self.partition])[self.partition])
         usable = continued_by("sequenced topic", beginning, committed, "the group's committed offset")
+        self.topic_id = topic_id(consumer, s.sequenced_topic)
         loaded = self.store.load_newest(
-            lambda path: load_shard_snapshot(path, s.detection, s.shard_index, s.shards), s.sequenced_topic, usable
+            lambda path: load_shard_snapshot(path, s.detection, s.shard_index, s.shards),
+            s.sequenced_topic,
+            usable,
+            self.topic_id,
         )
         self.schedule = SnapshotSchedule(s.snapshot_interval_seconds, s.snapshot_every_documents)
         if loaded is None:
@@ -347,7 +354,11 @@ class Shard(RoleWork):
     def _coverage(self, covered: int) -> SnapshotCoverage:
         """What a snapshot of the index now covers, and the settings that decided its answers."""
         return SnapshotCoverage(
-            self.settings.sequenced_topic, covered, {}, settings=self.settings.detection.verdict_settings()
+            self.settings.sequenced_topic,
+            covered,
+            {},
+            settings=self.settings.detection.verdict_settings(),
+            topic_id=self.topic_id,
         )
 
     def snapshot_written(self, seconds: float, pause: float, size: int) -> None:

@@ -613,6 +613,7 @@ class _Session:
             self.replay.applied_offset,
             dict(self.replay.positions),
             settings=self.settings.detection.verdict_settings(),
+            topic_id=self.replay.topic_id(),
         )
 
     def snapshot_failed(self, error: BaseException) -> None:

@@ -14,7 +14,7 @@ from kafka import TopicPartition
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.errors import ChangelogError, ReplayTimeoutError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
-from stream_dedup.kafka.clients import KafkaConnection, partition_reader
+from stream_dedup.kafka.clients import KafkaConnection, partition_reader, topic_id
 from stream_dedup.worker.events import WorkerEvents
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,10 @@ class ChangelogReplay:
             fetch_max_bytes=64 << 20,
             max_partition_fetch_bytes=16 << 20,
         )
+
+    def topic_id(self) -> str | None:
+        """The changelog topic's id: which topic of that name a snapshot covers (see ``SnapshotCoverage``)."""
+        return topic_id(self._consumer, self.partition.topic)
 
     def bounds(self) -> tuple[int, int]:
         """(first offset still kept, last stable offset) of the changelog."""

@@ -39,7 +39,9 @@ def restore(
     schedule = SnapshotSchedule(s.snapshot_interval_seconds, s.snapshot_every_documents)
     first, end = replay.bounds()
     usable = continued_by("changelog", first, end, "the changelog's end")
-    loaded = store.load_newest(lambda path: load_snapshot(path, s.detection), s.changelog_topic, usable)
+    loaded = store.load_newest(
+        lambda path: load_snapshot(path, s.detection), s.changelog_topic, usable, replay.topic_id()
+    )
     if loaded is None:
         log.info("no usable snapshot: replaying the whole changelog (offsets %d..%d)", first, end)
         detector = detector_factory(s.detection)

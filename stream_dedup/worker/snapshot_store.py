@@ -39,6 +39,9 @@ class SnapshotCoverage:
     #: The detection settings that decided the verdicts so far (``DetectionConfig.verdict_settings``),
     #: if the snapshot says (those written before it did do not).
     settings: dict[str, Any] | None = None
+    #: Kafka's id of the changelog topic, if the brokers said: a topic deleted and created again under
+    #: its name is another log, whose offsets the snapshot does not cover.
+    topic_id: str | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -46,6 +49,7 @@ class SnapshotCoverage:
             "changelog_offset": self.changelog_offset,
             "positions": {str(p): o for p, o in self.positions.items()},
             "settings": self.settings,
+            "topic_id": self.topic_id,
         }
 
     @classmethod
@@ -55,6 +59,7 @@ class SnapshotCoverage:
             int(metadata["changelog_offset"]),
             {int(p): int(o) for p, o in metadata["positions"].items()},
             settings=metadata.get("settings"),
+            topic_id=metadata.get("topic_id"),
         )
 
     def settings_changed(self, running: dict[str, Any]) -> str | None:
@@ -159,6 +164,7 @@ class SnapshotStore:
         load: Callable[[Path], tuple[Loaded, dict[str, Any]]],
         changelog_topic: str,
         usable: Callable[[SnapshotCoverage], str | None],
+        topic_id: str | None = None,
     ) -> tuple[Loaded, SnapshotCoverage] | None:
         """The newest snapshot that ``load`` reads and ``usable`` accepts (it returns why not, or None).
 
@@ -169,6 +175,12 @@ class SnapshotStore:
         signature parameters raises :class:`IncompatibleSnapshotError` from
         ``load`` (falling back would replay a changelog of the same,
         incomparable kind), unless ``load`` calls it foreign.
+
+        ``topic_id`` is the changelog topic's id now. A snapshot of a topic of
+        that name deleted since (another id) covers offsets of a log that is
+        gone: it is removed, since it can never be used again, and its offset,
+        past the new topic's for a while, would keep it the newest while the
+        new snapshots were pruned.
         """
         for path in self.paths():
             try:
@@ -177,8 +189,19 @@ class SnapshotStore:
             except ForeignSnapshotError as error:
                 log.warning("snapshot %s skipped: %s", path, error)
                 continue
-            except (CorruptSnapshotError, KeyError, ValueError) as error:
-                log.error("snapshot %s is unusable, trying an older one: %s", path, error)
+            except (CorruptSnapshotError, KeyError, ValueError, TypeError, AttributeError, OSError) as error:
+                log.error("snapshot %s is unusable, trying an older one: %r", path, error)
+                continue
+            recreated = coverage.changelog_topic == changelog_topic and None not in (coverage.topic_id, topic_id)
+            if recreated and coverage.topic_id != topic_id:
+                log.warning(
+                    "snapshot %s removed: it covers an earlier topic %r, deleted since (topic id %s, now %s)",
+                    path,
+                    changelog_topic,
+                    coverage.topic_id,
+                    topic_id,
+                )
+                path.unlink(missing_ok=True)
                 continue
             reason = usable(coverage)
             if reason is None and coverage.changelog_topic != changelog_topic:

@@ -43,9 +43,12 @@ def shard_part(
     return lambda path: load_shard_snapshot(path, config, shard, shards)
 
 
-def write(store: SnapshotStore, detector: Snapshotted, offset: int, topic: str = TOPIC) -> None:
+def write(
+    store: SnapshotStore, detector: Snapshotted, offset: int, topic: str = TOPIC, topic_id: str | None = None
+) -> None:
     failures: list[BaseException] = []
-    store.write(detector, SnapshotCoverage(topic, offset, {0: offset * 10}), lambda *_: None, failures.append)
+    coverage = SnapshotCoverage(topic, offset, {0: offset * 10}, topic_id=topic_id)
+    store.write(detector, coverage, lambda *_: None, failures.append)
     assert not failures
 
 
@@ -132,6 +135,38 @@ def test_a_snapshot_of_another_changelog_is_skipped(tmp_path: Path, detector: De
     store = SnapshotStore(tmp_path, kept=3)
     write(store, detector, offset=10, topic="other.changelog")
     assert store.load_newest(whole_index(DetectionConfig()), TOPIC, always) is None
+
+
+def test_a_snapshot_of_a_topic_deleted_since_is_removed_and_an_older_one_of_the_topic_now_loaded(
+    tmp_path: Path, detector: Detector, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A changelog deleted and created again under its name: the old snapshots' offsets mean nothing in it."""
+    store = SnapshotStore(tmp_path, kept=5)
+    write(store, detector, offset=4, topic_id="new-id")
+    write(store, detector, offset=7)  # written before snapshots said which topic: taken as it is
+    write(store, detector, offset=11, topic_id="old-id")
+
+    with caplog.at_level(logging.WARNING):
+        loaded = store.load_newest(whole_index(DetectionConfig()), TOPIC, always, topic_id="new-id")
+
+    assert loaded is not None and loaded[1].changelog_offset == 7
+    assert [p.name for p in store.paths()] == ["snapshot-000000000007.sds", "snapshot-000000000004.sds"]
+    assert "deleted since (topic id old-id, now new-id)" in caplog.text
+    # Brokers that send no ids: nothing to compare, every snapshot of the name is taken.
+    write(store, detector, offset=11, topic_id="old-id")
+    loaded = store.load_newest(whole_index(DetectionConfig()), TOPIC, always, topic_id=None)
+    assert loaded is not None and loaded[1].changelog_offset == 11 and loaded[1].topic_id == "old-id"
+
+
+def test_what_is_no_snapshot_file_under_a_snapshot_name_is_skipped(tmp_path: Path, detector: Detector) -> None:
+    store = SnapshotStore(tmp_path, kept=5)
+    write(store, detector, offset=10)
+    (tmp_path / "snapshot-000000000030.sds").mkdir()
+    (tmp_path / "snapshot-000000000020.sds").symlink_to(tmp_path / "gone")
+
+    loaded = store.load_newest(whole_index(DetectionConfig()), TOPIC, always)
+
+    assert loaded is not None and loaded[1].changelog_offset == 10
 
 
 def test_no_snapshot_at_all_means_a_full_replay(tmp_path: Path) -> None:
