@@ -218,8 +218,7 @@ class ShardDetector:
 
     def _follow_retention(self, batch: IndexedBatch) -> None:
         """Seal and evict generations where one index of the whole stream would, after this batch."""
-        self.stream.newest.add(batch.ids, batch.event_times)
-        self.stream.note_event_times(batch.event_times)
+        self.stream.newest.add(batch.ids, self.stream.stream_times(batch.event_times))
         history = self.detector.index.history
         if self.stream.apply_retention() is not None:
             self.detector.index.seal()

@@ -21,6 +21,7 @@ import numpy.typing as npt
 from stream_dedup.lsh.arena import Arena, IdArena
 from stream_dedup.lsh.band_keys import KeyArray
 from stream_dedup.lsh.band_table import BandTables
+from stream_dedup.lsh.retention import time_span
 from stream_dedup.text.shingle_sets import ShingleSets
 
 #: ``sources`` value of a document whose record cannot be pointed at.
@@ -153,8 +154,11 @@ class Generation:
         set_sizes = self.set_sizes.nbytes if self.set_sizes is not None else 0
         return sum(a.nbytes for a in arenas) + self.tables.nbytes + shingles + fingerprints + set_sizes
 
-    def add(self, batch: IndexedBatch, admit: npt.NDArray[np.bool_]) -> None:
-        """Store documents and enter them in the tables where ``admit[row, table]`` is true."""
+    def add(self, batch: IndexedBatch, admit: npt.NDArray[np.bool_], times: npt.NDArray[np.float64]) -> None:
+        """Store documents and enter them in the tables where ``admit[row, table]`` is true.
+
+        ``times`` are the batch's event times as retention counts them (``GenerationList.stream_times``).
+        """
         first_local = len(self)
         signed = batch.signed
         self.sketches.extend(signed.sketches)
@@ -176,9 +180,7 @@ class Generation:
         entries = np.flatnonzero(admit)  # a 2-D np.nonzero costs ten times a flat one
         rows, tables = np.divmod(entries, admit.shape[1])
         self.tables.insert(tables, signed.keys.reshape(-1)[entries], rows + first_local, lambda: self.key_highs.values)
-        if batch.event_times.size:
-            self.first_event_time = min(self.first_event_time, float(batch.event_times.min()))
-            self.last_event_time = max(self.last_event_time, float(batch.event_times.max()))
+        self.first_event_time, self.last_event_time = time_span(self.first_event_time, self.last_event_time, times)
 
     def ids_of(self, local: npt.NDArray[np.intp]) -> list[str]:
         """Ids of stored documents by local number, in the order asked."""

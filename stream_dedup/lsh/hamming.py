@@ -65,7 +65,7 @@ from stream_dedup.lsh.arena import Arena, IdArena
 from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.lsh.hamming_params import HammingLayout, KeyArray
 from stream_dedup.lsh.hamming_runs import IntArray, RunStack, SortedRun
-from stream_dedup.lsh.retention import GenerationList, Retention
+from stream_dedup.lsh.retention import GenerationList, Retention, time_span
 from stream_dedup.sketch.simhash import hamming_distance
 from stream_dedup.text.hashing import Uint64Array, fmix64
 
@@ -204,8 +204,7 @@ class HammingIndex:
             raise ValueError(f"{fingerprints.size} fingerprints but {len(ids)} ids")
         times = np.zeros(fingerprints.size) if event_times is None else event_times
         pointers = np.full(fingerprints.size, NO_SOURCE) if sources is None else sources
-        self.history.newest.add(fingerprints, ids, times, pointers, run)
-        self.history.note_event_times(times)
+        self.history.newest.add(fingerprints, ids, self.history.stream_times(times), pointers, run)
         sealed = self.history.apply_retention()
         if sealed is not None:
             # A sealed generation takes no more inserts: one run makes its searches cheapest.
@@ -409,9 +408,7 @@ class _Generation:
         self.fingerprints.extend(fingerprints)
         self.sources.extend(sources)
         self.ids.extend(ids)
-        if times.size:
-            self.first_event_time = min(self.first_event_time, float(times.min()))
-            self.last_event_time = max(self.last_event_time, float(times.max()))
+        self.first_event_time, self.last_event_time = time_span(self.first_event_time, self.last_event_time, times)
 
     def skipped(self) -> npt.NDArray[np.uint32]:
         """Local numbers of the documents kept out of the tables (hot clusters), ascending."""

@@ -266,8 +266,7 @@ class BandIndex:
         admit = self._admitted(earlier_counts, crowding)
         removed = self._make_room(keys, earlier_counts, crowding) if crowding is not None else 0
         self.hot_bucket_skips += int(admit.size - np.count_nonzero(admit)) + removed
-        self.generations[-1].add(batch, admit)
-        self.history.note_event_times(batch.event_times)
+        self.generations[-1].add(batch, admit, self.history.stream_times(batch.event_times))
         self.history.apply_retention()
 
     def _crowding(self, keys: KeyArray, earlier_counts: npt.NDArray[np.int64]) -> "_Crowding | None":

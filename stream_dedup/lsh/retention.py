@@ -7,6 +7,15 @@ a quarter of ``max_age_seconds``, and evicts whole oldest generations, so
 forgetting costs nothing per document and never touches a table.
 :class:`GenerationList` holds that policy for indexes of any kind of table
 (the banded index and the Hamming index).
+
+Event times come from producers, and some are wrong. Retention by age is
+kept safe from them (:meth:`GenerationList.stream_times`,
+:func:`time_span`): a record stamped far in the past does not make its
+generation span a quarter of ``max_age_seconds`` (each would be sealed
+after one batch, and generations pile up), and one stamped far ahead of
+the records batched with it does not age the whole index at once, nor stay
+young itself until the real time catches up with it (eviction would stop
+behind it).
 """
 
 from collections.abc import Callable
@@ -96,9 +105,29 @@ class GenerationList(Generic[G]):
         limit = self.retention.max_documents
         return None if limit is None else -(-limit // GENERATIONS_PER_RETENTION)
 
-    def note_event_times(self, times: npt.NDArray[np.float64]) -> None:
-        if times.size:
-            self.newest_event_time = max(self.newest_event_time, float(times.max()))
+    def stream_times(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """A batch's event times as retention counts them; moves :attr:`newest_event_time` on.
+
+        No time counts as later than a quarter of ``max_age_seconds`` (one
+        generation's span) past the batch's median (its lower middle time) or
+        the newest event time before it, whichever is later. A record stamped a
+        year ahead among records of today then ages the index by a quarter of
+        ``max_age_seconds``, not a year, and its generation is evicted in turn,
+        while a stream that moves on, even by days between two quiet batches,
+        moves the clock with it. (A record alone in its batch is its own
+        median: one stamped a year ahead, in a stream too quiet to batch it with
+        others, still moves the clock a year.)
+        """
+        max_age = self.retention.max_age_seconds
+        if max_age is None or times.size == 0:
+            counted = times
+        else:
+            middle = (times.size - 1) // 2
+            median = float(np.partition(times, middle)[middle])
+            counted = np.minimum(times, max(self.newest_event_time, median) + max_age / GENERATIONS_PER_RETENTION)
+        if counted.size:
+            self.newest_event_time = max(self.newest_event_time, float(counted.max()))
+        return counted
 
     def apply_retention(self) -> G | None:
         """Seal the newest generation if it is full (documents or id bytes) or spans enough time, then evict.
@@ -181,10 +210,21 @@ class Stretch:
     def ids_full(self) -> bool:
         return self.id_bytes >= ID_BYTES_PER_GENERATION
 
-    def add(self, ids: list[str], event_times: npt.NDArray[np.float64]) -> None:
-        """Measure a batch as :meth:`lsh.generation.Generation.add` would store it."""
+    def add(self, ids: list[str], times: npt.NDArray[np.float64]) -> None:
+        """Measure a batch as :meth:`lsh.generation.Generation.add` would store it (times as retention counts them)."""
         self.documents += len(ids)
         self.id_bytes += sum(len(doc_id.encode("utf-8")) for doc_id in ids)
-        if event_times.size:
-            self.first_event_time = min(self.first_event_time, float(event_times.min()))
-            self.last_event_time = max(self.last_event_time, float(event_times.max()))
+        self.first_event_time, self.last_event_time = time_span(self.first_event_time, self.last_event_time, times)
+
+
+def time_span(first: float, last: float, times: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """A generation's event-time span ``(first, last)`` once it takes a batch of ``times`` (``inf, -inf``: empty).
+
+    ``first`` is the newest time of the generation's first batch, not its
+    oldest: a record stamped an hour late must not make a generation span a
+    quarter of ``max_age_seconds`` by itself, and have it sealed after one batch.
+    """
+    if times.size == 0:
+        return first, last
+    newest = float(times.max())
+    return (newest if first == float("inf") else first), max(last, newest)
