@@ -209,7 +209,7 @@ class Detector(DuplicateDetector):
         if self.containment is not None and batch.signed.set_sizes is None:
             raise ValueError("containment is on: the batch needs its set sizes")
         keys = batch.signed.keys
-        within = pairs_within_batch(keys, self.config.max_bucket_size)
+        within = pairs_within_batch(keys, self.config.max_bucket_size, self.index.slots)
         lookup = self.index.lookup(keys, within.ranks)
         ranks = ranks_within_batch(keys, self.index.slots) if self.index.slots > 1 else within.ranks
         if earlier is not None:

@@ -355,28 +355,85 @@ class BatchPairs(NamedTuple):
     ranks: npt.NDArray[np.int64]
 
 
-def pairs_within_batch(keys: KeyArray, max_bucket_size: int) -> BatchPairs:
+def pairs_within_batch(keys: KeyArray, max_bucket_size: int, slots: int = 1) -> BatchPairs:
     """Candidate pairs among the rows of one batch, with the table of each, and each row's rank under its keys.
 
     As the index keeps them, a row is paired with at most
     ``max_bucket_size`` earlier rows under a key: the newest under a band
-    key, the earliest under the content key (``keys``' last column). Both
-    searches, Jaccard and containment, take a batch's own pairs from here,
-    so a row sees the earlier rows of its batch that a batch of one row
-    would have seen: whatever the later rows of the batch displace. (With
-    slots, where each slot keeps its own newest, that holds only while no
-    key is crowded past the cap within the batch.)
+    key, the earliest under the content key (``keys``' last column); with
+    ``slots``, each slot's share of the cap (see :attr:`BandIndex.slot_cap`):
+    under a band key the newest earlier rows of each slot. Both searches,
+    Jaccard and containment, take a batch's own pairs from here, so a row
+    sees the earlier rows of its batch that a batch of one row would have
+    seen: whatever the later rows of the batch displace.
     """
-    n = keys.shape[0]
+    n, tables = keys.shape
     groups = _key_groups(keys)
-    partners = np.minimum(groups.sharing - groups.group_start, max_bucket_size)
-    tables = groups.sharing // max(n, 1)
-    content = tables == keys.shape[1] - 1
+    cap = -(-max_bucket_size // slots)
+    partners = np.minimum(groups.sharing - groups.group_start, cap)
+    table = groups.sharing // max(n, 1)
+    content = table == tables - 1
+    # Usually no band key holds more earlier rows than a slot's share: each row then pairs with them all.
+    by_slot = slots > 1 and groups.ranks[:, :-1].max(initial=0) >= cap
+    if by_slot:  # the band keys' pairs, slot by slot, below; all rows under a content key share its slot
+        partners[~content] = 0
     first_partner = np.where(content, groups.group_start, groups.sharing - partners)
     owner = np.repeat(groups.sharing, partners)
-    offset = _positions_in_runs(partners)
-    partner = np.repeat(first_partner, partners) + offset
-    return BatchPairs(groups.flat_order[owner], groups.flat_order[partner], np.repeat(tables, partners), groups.ranks)
+    partner = np.repeat(first_partner, partners) + _positions_in_runs(partners)
+    pairs = BatchPairs(groups.flat_order[owner], groups.flat_order[partner], np.repeat(table, partners), groups.ranks)
+    if not by_slot:
+        return pairs
+    rows, earlier, band = _newest_of_each_slot(keys, slots, cap)
+    return BatchPairs(
+        np.concatenate((pairs.rows, rows)),
+        np.concatenate((pairs.earlier_rows, earlier)),
+        np.concatenate((pairs.tables, band)),
+        groups.ranks,
+    )
+
+
+def _newest_of_each_slot(keys: KeyArray, slots: int, cap: int) -> tuple[IntArray, IntArray, IntArray]:
+    """``(rows, earlier rows, bands)``: under each band key, each row with the newest ``cap`` earlier rows of
+    every slot, as a band entered row by row keeps them.
+
+    The rows are grouped by (band, key, slot), in order within each group;
+    the groups of one key are consecutive. For each row and each slot group
+    of its key, the earlier rows are the group's rows before it: a binary
+    search finds where they end, and the last ``cap`` of them are its pairs.
+    """
+    n, count = keys.shape[0], keys.shape[1] - 1
+    if n == 0 or count == 0:
+        empty = np.zeros(0, dtype=np.intp)
+        return empty, empty, empty
+    ids = _slot_key_ids(keys, slots)[:, :-1]  # numbered in order of (key, slot): a key's groups are consecutive
+    row = _key_groups(ids).flat_order  # the row at each position band * n + i, by (band, key and slot, row)
+    band_of = np.arange(count * n) // n
+    group_of = ids[row, band_of]
+    key_of = keys[row, band_of]
+    new_group = np.ones(count * n, dtype=bool)
+    new_group[1:] = (group_of[1:] != group_of[:-1]) | (band_of[1:] != band_of[:-1])
+    new_key = np.ones(count * n, dtype=bool)
+    new_key[1:] = (key_of[1:] != key_of[:-1]) | (band_of[1:] != band_of[:-1])
+    group_index = np.cumsum(new_group) - 1
+    group_starts = np.flatnonzero(new_group)
+    key_index = np.cumsum(new_key) - 1
+    key_starts = np.flatnonzero(new_key)
+    key_sizes = np.diff(np.append(key_starts, count * n))
+    first_group_of_key = group_index[key_starts]
+    groups_of_key = np.diff(np.append(first_group_of_key, group_starts.size))
+    # Every row under a key that others share, with every slot group of that key.
+    shared = np.flatnonzero(key_sizes[key_index] > 1)
+    per_row = groups_of_key[key_index[shared]]
+    at = np.repeat(shared, per_row)
+    group = np.repeat(first_group_of_key[key_index[shared]], per_row) + _positions_in_runs(per_row)
+    # Positions are sorted by (group, row): where the group's rows reach this row is one search.
+    codes = group_index.astype(np.int64) * (n + 1) + row
+    end = np.searchsorted(codes, group.astype(np.int64) * (n + 1) + row[at])
+    start = np.maximum(group_starts[group], end - cap)
+    taken = end - start
+    owner = np.repeat(at, taken)
+    partner = np.repeat(start, taken) + _positions_in_runs(taken)
+    return row[owner], row[partner], band_of[owner]
 
 
 def ranks_within_batch(keys: KeyArray, slots: int) -> npt.NDArray[np.int64]:

@@ -132,9 +132,11 @@ def listings(seed: int, count: int) -> list[str]:
     [
         {"containment_threshold": None},
         {"containment_threshold": 0.8},
+        {"containment_threshold": None, "index_slots": 3},
+        {"containment_threshold": 0.8, "index_slots": 2},
         {"method": "simhash", "max_hamming": 6, "containment_threshold": None},
     ],
-    ids=["jaccard", "containment-on", "simhash"],
+    ids=["jaccard", "containment-on", "jaccard-3-slots", "containment-2-slots", "simhash"],
 )
 def test_with_the_cap_binding_verdicts_and_matches_do_not_depend_on_where_batches_are_cut(
     seed: int, method: dict[str, Any]
