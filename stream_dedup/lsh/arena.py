@@ -60,6 +60,20 @@ class Arena:
 IntArray = npt.NDArray[np.intp]
 
 
+def ends_fit(ends: np.ndarray, size: int, count: int) -> bool:
+    """Whether ``ends`` can be the cumulative end offsets of ``count`` items held in ``size`` elements.
+
+    That is: one end per item, none decreasing (nor below zero), the last at
+    ``size`` exactly. Stored ends that fail this (a damaged record or
+    snapshot) would slice items out of the wrong bytes without any error.
+    """
+    if ends.shape != (count,):
+        return False
+    if count == 0:
+        return size == 0
+    return int(ends[-1]) == size and bool((np.diff(ends.astype(np.int64), prepend=0) >= 0).all())
+
+
 #: Id bytes past which a generation takes no more documents: its end offsets are uint32, and a
 #: batch's ids (a few megabytes at most) then still fit below 2**32.
 ID_BYTES_PER_GENERATION = 1 << 31

@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
-from stream_dedup.lsh.arena import Arena, IdArena
+from stream_dedup.lsh.arena import Arena, IdArena, ends_fit
 from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.lsh.hamming_params import HammingLayout, KeyArray
 from stream_dedup.lsh.hamming_runs import IntArray, RunStack, SortedRun
@@ -444,11 +444,9 @@ class _Generation:
         documents = int(meta["documents"])
         consistent = (
             fingerprints.shape == (documents,)
-            and id_ends.shape == (documents,)
             and sources.shape == (documents,)
             and bool((skipped < documents).all())
-            and (int(id_ends[-1]) if documents else 0) == id_bytes.size
-            and bool((np.diff(id_ends.astype(np.int64), prepend=0) >= 0).all())
+            and ends_fit(id_ends, id_bytes.size, documents)
         )
         if not consistent:
             raise CorruptSnapshotError(
