@@ -29,10 +29,24 @@ import numpy as np
 from stream_dedup.engine.sharding import ANSWER_KINDS, ROW_BITS, ShardAnswer
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.changelog import MAX_RECORD_BYTES
-from stream_dedup.kafka.packed_arrays import pack_record, text_arrays, texts_of, unpack_record
+from stream_dedup.kafka.packed_arrays import (
+    array,
+    check_rows,
+    field,
+    optional_array,
+    pack_record,
+    reading_record,
+    text_arrays,
+    texts_of,
+    unpack_record,
+)
 
 MAGIC = b"SDAN"
 FORMAT_VERSION = 1
+#: What to do about a damaged answer record: nothing in the judge can mend it.
+_DAMAGED = (
+    "The judge cannot go past it: check the brokers' disks, and that only this stage's shards write to answers_topic"
+)
 
 
 @dataclass(frozen=True)
@@ -105,31 +119,54 @@ def _encode(record: AnswerRecord, digest: str) -> bytes:
 
 
 def decode_answer(value: bytes, digest: str) -> AnswerRecord:
-    """Parse a record value; raises :class:`ChangelogError` if it is not one of ours or of other parameters."""
-    header, arrays = unpack_record(value, MAGIC, FORMAT_VERSION, "answer", "Run shards and judge of the same release.")
-    if header["digest"] != digest:
-        raise ChangelogError(
-            "an answer record was made with other signature parameters than this judge's: "
-            "give the shards and the judge the same detection settings"
+    """Parse a record value; raises :class:`ChangelogError` if it is not one of ours, of other parameters or damaged."""
+    with reading_record("answer", _DAMAGED):
+        header, arrays = unpack_record(
+            value, MAGIC, FORMAT_VERSION, "answer", "Run shards and judge of the same release."
         )
+        if field(header, "digest", str) != digest:
+            raise ChangelogError(
+                "an answer record was made with other signature parameters than this judge's: "
+                "give the shards and the judge the same detection settings"
+            )
+        answer = _answer_of(arrays)
+        settings = header.get("settings")
+        return AnswerRecord(
+            field(header, "shard", int),
+            field(header, "shards", int),
+            field(header, "first_offset", int),
+            field(header, "end_offset", int),
+            answer,
+            settings if isinstance(settings, dict) else None,
+        )
+
+
+def _answer_of(arrays: Mapping[str, np.ndarray]) -> ShardAnswer:
+    """The rows ``arrays`` hold (ValueError when they are not one per row, or name an unknown kind of match)."""
+    kinds = optional_array(arrays, "kinds", "u1", 1)
     answer = ShardAnswer(
-        arrays["keys"],
-        arrays["match_keys"],
-        arrays["similarity"],
-        arrays.get("distances"),
-        arrays["match_sources"],
+        array(arrays, "keys", "<i8", 1),
+        array(arrays, "match_keys", "<i8", 1),
+        array(arrays, "similarity", "<f8", 1),
+        optional_array(arrays, "distances", "<i8", 1),
+        array(arrays, "match_sources", "<u8", 1),
         texts_of(arrays, "id"),
-        arrays.get("kinds"),
-        arrays.get("containment"),
+        kinds,
+        optional_array(arrays, "containment", "<f8", 1) if kinds is not None else None,
     )
-    if answer.kinds is not None and (answer.kinds >= len(ANSWER_KINDS)).any():
-        raise ChangelogError("an answer record names a kind of match this judge does not know")
-    settings = header.get("settings")
-    return AnswerRecord(
-        int(header["shard"]),
-        int(header["shards"]),
-        int(header["first_offset"]),
-        int(header["end_offset"]),
-        answer,
-        settings if isinstance(settings, dict) else None,
-    )
+    if kinds is not None and answer.containment is None:
+        raise ValueError("array 'kinds' without array 'containment'")
+    columns = {
+        "match_keys": answer.match_keys,
+        "similarity": answer.similarity,
+        "distances": answer.distances,
+        "match_sources": answer.match_sources,
+        "kinds": answer.kinds,
+        "containment": answer.containment,
+    }
+    check_rows(columns, len(answer.keys))
+    if len(answer.match_ids) != len(answer.keys):
+        raise ValueError(f"{len(answer.match_ids)} match ids for {len(answer.keys)} rows")
+    if kinds is not None and (kinds >= len(ANSWER_KINDS)).any():
+        raise ValueError("it names a kind of match this judge does not know")
+    return answer

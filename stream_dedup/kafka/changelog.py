@@ -32,12 +32,17 @@ same records make the sequenced topic of a sharded stage
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.packed_arrays import (
+    array,
+    check_rows,
+    field,
     pack_record,
+    reading_record,
     signed_arrays,
     signed_batch,
     text_arrays,
@@ -99,31 +104,34 @@ def decode_entry(value: bytes, digest: str, topic_setting: str = "changelog_topi
     """Parse a record value; raises :class:`ChangelogError` if it is not replayable here.
 
     ``topic_setting`` names the setting of the topic read, for the messages
-    (a shard reads the same records from ``sequenced_topic``).
+    (a shard reads the same records from ``sequenced_topic``). A record that
+    is damaged, or whose arrays do not all hold one row per document, is
+    refused too: replayed, it would index documents under others' sketches.
     """
-    header, arrays = unpack_record(
-        value,
-        MAGIC,
-        FORMAT_VERSION,
-        "changelog",
-        f"Replay it with the release that wrote it, or point {topic_setting} at a new topic (the index then starts "
-        "empty).",
-    )
-    if header["digest"] != digest:
-        raise ChangelogError(
-            "the changelog was written with other signature parameters (method, shingling, num_perm, seed, "
-            "banding, verification, SimHash weighting, containment, ignore_invisible or fold_lookalikes) than this "
-            "run's; its signatures are not comparable. "
-            "Run with the original settings (a changelog written before ignore_invisible existed needs it off), or "
-            f"point {topic_setting} at a new topic (the index then starts empty)."
+    kind = topic_setting.removesuffix("_topic")
+    new_topic = f"point {topic_setting} at a new topic (the index then starts empty)"
+    with reading_record(kind, f"It cannot be replayed: {new_topic}."):
+        header, arrays = unpack_record(
+            value, MAGIC, FORMAT_VERSION, kind, f"Replay it with the release that wrote it, or {new_topic}."
         )
-    documents = IndexedBatch(texts_of(arrays, "id"), signed_batch(arrays), arrays["event_times"], arrays["sources"])
-    return ChangelogEntry(
-        documents=documents,
-        input_topic=header["input_topic"],
-        positions={int(p): int(o) for p, o in header["positions"].items()},
-        final=header["final"],
-    )
+        if field(header, "digest", str) != digest:
+            raise ChangelogError(
+                f"the {kind} topic was written with other signature parameters (method, shingling, num_perm, seed, "
+                "banding, verification, SimHash weighting, containment, ignore_invisible or fold_lookalikes) than "
+                "this run's; its signatures are not comparable. "
+                "Run with the original settings (a changelog written before ignore_invisible existed needs it off), "
+                f"or {new_topic}."
+            )
+        ids = texts_of(arrays, "id")
+        event_times, sources = array(arrays, "event_times", "<f8", 1), array(arrays, "sources", "<u8", 1)
+        signed = signed_batch(arrays)
+        check_rows({"sketches": signed.sketches, "event_times": event_times, "sources": sources}, len(ids))
+        return ChangelogEntry(
+            documents=IndexedBatch(ids, signed, event_times, sources),
+            input_topic=field(header, "input_topic", str),
+            positions=_positions(header),
+            final=field(header, "final", bool),
+        )
 
 
 def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
@@ -188,3 +196,11 @@ def _slice(entry: ChangelogEntry, start: int, stop: int, final: bool) -> Changel
         positions=entry.positions,
         final=final,
     )
+
+
+def _positions(header: dict[str, Any]) -> dict[int, int]:
+    """The header's input partition -> next offset (ValueError when it holds anything else)."""
+    positions = field(header, "positions", dict)
+    if not all(type(offset) is int for offset in positions.values()):
+        raise ValueError("header field 'positions' holds an offset that is not an integer")
+    return {int(partition): offset for partition, offset in positions.items()}
