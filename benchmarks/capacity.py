@@ -247,7 +247,7 @@ def read_sequenced(bootstrap: str, topic: str, records: int) -> tuple[float, int
     partition = TopicPartition(topic, 0)
     consumer.assign([partition])
     consumer.seek_to_beginning(partition)
-    assembly = BatchAssembly(CONFIG.signature_fingerprint())
+    assembly = BatchAssembly(CONFIG.signature_fingerprint(), topic)
     read = size = docs = 0
     try:
         with stopwatch() as t:

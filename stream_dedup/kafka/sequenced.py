@@ -14,6 +14,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.engine.sharding import SequenceKeys, sequence_keys
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
+from stream_dedup.kafka.packed_arrays import record_at
 
 
 @dataclass(frozen=True)
@@ -32,17 +33,20 @@ class BatchAssembly:
     """Puts the records of the sequenced topic, read in order, back into batches.
 
     ``digest`` is the signature fingerprint the reader works with: a record
-    of other signature parameters raises :class:`~stream_dedup.errors.ChangelogError`.
+    of other signature parameters, or a damaged one, raises
+    :class:`~stream_dedup.errors.ChangelogError` naming where in ``topic`` it is.
     """
 
-    def __init__(self, digest: str) -> None:
+    def __init__(self, digest: str, topic: str) -> None:
         self.digest = digest
+        self.topic = topic
         self._parts: list[ChangelogEntry] = []
         self._first_part_offset: int | None = None
 
     def add(self, offset: int, value: bytes) -> SequencedBatch | None:
         """The batch this record completes, if it completes one."""
-        entry = decode_entry(value, self.digest, "sequenced_topic")
+        with record_at(self.topic, 0, offset):
+            entry = decode_entry(value, self.digest, "sequenced_topic")
         if not entry.final:
             if self._first_part_offset is None:
                 self._first_part_offset = offset
@@ -71,7 +75,7 @@ def every_batch(consumer: KafkaConsumer, topic: str, digest: str) -> list[Sequen
     consumer.assign([partition])
     consumer.seek_to_beginning(partition)
     end = consumer.end_offsets([partition])[partition]
-    assembly = BatchAssembly(digest)
+    assembly = BatchAssembly(digest, topic)
     batches = []
     while consumer.position(partition) < end:
         for record in consumer.poll(timeout_ms=500).get(partition, []):

@@ -29,6 +29,7 @@ from stream_dedup.engine.sharding import merge_answers
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.answers import AnswerRecord, decode_answer
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
+from stream_dedup.kafka.packed_arrays import record_at
 from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
@@ -63,7 +64,7 @@ class Judge(RoleWork):
 
     def _forget(self) -> None:
         """Drop what was read: the consumer is about to read again from the committed offsets."""
-        self.assembly = BatchAssembly(self.digest)
+        self.assembly = BatchAssembly(self.digest, self.settings.sequenced_topic)
         self.batches: deque[SequencedBatch] = deque()
         #: Per shard, the answer records read and not yet wholly used, with their offsets, in order.
         self.answers: dict[int, deque[tuple[int, AnswerRecord]]] = {k: deque() for k in range(self.settings.shards)}
@@ -150,7 +151,8 @@ class Judge(RoleWork):
     def _read_answers(self, shard: int, records: list[Any]) -> None:
         s = self.settings
         for record in records:
-            answer = decode_answer(record.value, self.digest)
+            with record_at(s.answers_topic, shard, record.offset):
+                answer = decode_answer(record.value, self.digest)
             if answer.shards != s.shards or answer.shard != shard:
                 raise ConfigError(
                     "shards",

@@ -105,7 +105,7 @@ class Shard(RoleWork):
         self.verdict_settings = settings.detection.verdict_settings()
         self.partition = TopicPartition(settings.sequenced_topic, 0)
         self.index = ShardDetector(settings.detection, settings.shard_index, settings.shards)
-        self.assembly = BatchAssembly(self.digest)
+        self.assembly = BatchAssembly(self.digest, settings.sequenced_topic)
         self.schedule = SnapshotSchedule(settings.snapshot_interval_seconds, settings.snapshot_every_documents)
         #: Sequenced offset the index covers: every batch before it is indexed, none after (None: not restored yet).
         self.covered: int | None = None
@@ -131,7 +131,7 @@ class Shard(RoleWork):
             self.restore(consumer, committed)
         assert self.covered is not None
         # Parts of a batch read after `covered` are read again; a standby's tailing ends here.
-        self.assembly = BatchAssembly(self.digest)
+        self.assembly = BatchAssembly(self.digest, self.settings.sequenced_topic)
         self._stop_tailing()
         self.answered_from = self.first_offset = committed
         consumer.seek(self.partition, self.covered)
@@ -252,7 +252,7 @@ class Shard(RoleWork):
         if self._tail is None:
             self._tail = SequencedTail(self.settings.connection(), self.settings.sequenced_topic)
             self._tail.seek(self.covered)
-            self.assembly = BatchAssembly(self.digest)
+            self.assembly = BatchAssembly(self.digest, self.settings.sequenced_topic)
         target = self._standby_committed(consumer)
         indexed = 0
         deadline = time.monotonic() + _STANDBY_READ_SECONDS

@@ -15,6 +15,7 @@ from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.errors import ChangelogError, ReplayTimeoutError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
 from stream_dedup.kafka.clients import KafkaConnection, partition_reader, topic_id
+from stream_dedup.kafka.packed_arrays import record_at
 from stream_dedup.worker.events import WorkerEvents
 
 log = logging.getLogger(__name__)
@@ -111,7 +112,8 @@ class ChangelogReplay:
     def _apply(self, detector: DuplicateDetector, fetched: dict[Any, list[Any]], end: int | None) -> int:
         applied = 0
         for record in fetched.get(self.partition, []):
-            entry = decode_entry(record.value, self.digest)
+            with record_at(self.partition.topic, self.partition.partition, record.offset):
+                entry = decode_entry(record.value, self.digest)
             if entry.input_topic != self.input_topic:
                 raise ChangelogError(
                     f"changelog {self.partition.topic} belongs to input topic {entry.input_topic!r}, "

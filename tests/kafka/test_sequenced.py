@@ -28,7 +28,7 @@ def entry_of(count: int) -> ChangelogEntry:
 def test_a_writers_contiguous_parts_make_one_batch_at_the_offset_of_the_last() -> None:
     values = encode_entry(entry_of(30), DIGEST, max_bytes=2000)
     assert len(values) > 2
-    assembly = BatchAssembly(DIGEST)
+    assembly = BatchAssembly(DIGEST, "sequenced")
 
     done = [assembly.add(100 + i, value) for i, value in enumerate(values)]
 
@@ -41,7 +41,7 @@ def test_a_writers_contiguous_parts_make_one_batch_at_the_offset_of_the_last() -
 
 def test_independent_parts_are_batches_of_their_own() -> None:
     values = encode_entry(entry_of(30), DIGEST, max_bytes=2000, independent=True)
-    assembly = BatchAssembly(DIGEST)
+    assembly = BatchAssembly(DIGEST, "sequenced")
 
     batches = [assembly.add(i, value) for i, value in enumerate(values)]
 
@@ -51,7 +51,7 @@ def test_independent_parts_are_batches_of_their_own() -> None:
 
 def test_a_reader_resumes_before_an_incomplete_batch() -> None:
     first, second, *_ = encode_entry(entry_of(30), DIGEST, max_bytes=2000)
-    assembly = BatchAssembly(DIGEST)
+    assembly = BatchAssembly(DIGEST, "sequenced")
     assert assembly.resume_offset(7) == 7
     assembly.add(7, first)
     assembly.add(8, second)
@@ -61,5 +61,13 @@ def test_a_reader_resumes_before_an_incomplete_batch() -> None:
 def test_a_record_of_other_signature_parameters_names_the_setting_a_shard_reads_it_by() -> None:
     (value,) = encode_entry(entry_of(3), "another-digest")
     with pytest.raises(ChangelogError, match="other signature parameters") as raised:
-        BatchAssembly(DIGEST).add(0, value)
+        BatchAssembly(DIGEST, "sequenced").add(0, value)
     assert "point sequenced_topic at a new topic" in str(raised.value)
+
+
+def test_a_damaged_record_names_where_it_is_and_the_setting_to_change() -> None:
+    (value,) = encode_entry(entry_of(3), DIGEST)
+    with pytest.raises(
+        ChangelogError, match="topic 'sequenced' partition 0 offset 41: the sequenced record is damaged"
+    ):
+        BatchAssembly(DIGEST, "sequenced").add(41, value[:-2])

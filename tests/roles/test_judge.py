@@ -12,6 +12,7 @@ from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.engine.sharding import ShardAnswer, ShardDetector, sequence_keys
+from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.lsh import IndexedBatch
@@ -134,3 +135,13 @@ def test_a_shard_answering_under_other_settings_is_named_in_a_warning_each_time_
     assert len(warnings) == 2, warnings  # shard 1 differs, agrees again, differs again; shard 0 always agrees
     assert all(w.startswith("shard 1 answers under other detection settings") for w in warnings)
     assert "(threshold 0.795 -> 0.8, max_bucket_size 50 -> 64)" in warnings[0]
+
+
+def test_a_damaged_record_names_its_topic_partition_and_offset() -> None:
+    judge = Judge(SETTINGS)
+    value = answer_record(1, 0, 1, [])
+
+    with pytest.raises(ChangelogError, match=f"topic '{SETTINGS.answers_topic}' partition 1 offset 12: .*truncated"):
+        judge.step({ANSWERS[1]: [Record(12, value[:-1])]})
+    with pytest.raises(ChangelogError, match=f"topic '{SETTINGS.sequenced_topic}' partition 0 offset 3: .*sequenced"):
+        judge.step({SEQUENCED: [Record(3, b"SDCL\x02" + b"\xff" * 4)]})

@@ -1,13 +1,14 @@
 """The changelog's catch-up at restore: a replay that moves is never cut short; one that is stuck is."""
 
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
+from kafka import TopicPartition
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
-from stream_dedup.errors import ReplayTimeoutError
+from stream_dedup.errors import ChangelogError, ReplayTimeoutError
 from stream_dedup.kafka import clients
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.worker.events import WorkerEvents
@@ -65,3 +66,25 @@ def test_a_replay_that_stops_moving_is_cut_after_the_stall_time(
     monkeypatch.setattr(CrawlingConsumer, "step", 0)
     with pytest.raises(ReplayTimeoutError, match="stuck at offset 0 of 12 for 0 s"):
         changelog.catch_up(make_detector(DetectionConfig()), stall_seconds=0.2)
+
+
+class DamagedRecord(NamedTuple):
+    offset: int
+    value: bytes
+
+
+class DamagingConsumer(CrawlingConsumer):
+    """A changelog whose record at offset 7 is cut short."""
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[Any, list[Any]]:
+        return {TopicPartition("changelog", 0): [DamagedRecord(7, b"SDCL\x02\x05")]}
+
+
+def test_a_damaged_record_stops_the_replay_naming_where_it_is_and_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(clients, "KafkaConsumer", DamagingConsumer)
+    replay = ChangelogReplay(KafkaConnection("127.0.0.1:9"), "changelog", "documents", "", 0, {}, WorkerEvents())
+
+    with pytest.raises(ChangelogError, match="topic 'changelog' partition 0 offset 7: the changelog record is damaged"):
+        replay.catch_up(make_detector(DetectionConfig()))
