@@ -34,6 +34,8 @@ import json
 import os
 import struct
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +49,8 @@ from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.sharding import ShardDetector
 from stream_dedup.engine.simhash_detector import SimHashDetector, hamming_index
 from stream_dedup.errors import CorruptSnapshotError, ForeignSnapshotError, IncompatibleSnapshotError
-from stream_dedup.lsh.arena import Arena
+from stream_dedup.lsh.arena import Arena, ends_fit
+from stream_dedup.lsh.band_table import BUCKET_SLOTS
 from stream_dedup.lsh.generation import Generation
 from stream_dedup.lsh.hamming import HammingIndex
 from stream_dedup.lsh.index import BandIndex
@@ -191,22 +194,23 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
     parameters and :class:`ForeignSnapshotError` for a shard's.
     """
     source = Path(path)
-    header, arrays = _read(source)
-    state = header["state"]
-    if "shard" in state:
-        raise ForeignSnapshotError(
-            f"{source} holds shard {state['shard']['shard_index']} of {state['shard']['shards']} of an index, "
-            "not a whole one: a shard's snapshots belong in its own directory (SNAPSHOT_DIR/shard-K)"
-        )
-    _check_parameters(source, header["parameters"], config.signature_parameters())
-    detector: DuplicateDetector
-    if config.method == "simhash":
-        detector = SimHashDetector(config, HammingIndex.restore(state["hamming"], arrays, hamming_index(config)))
-    else:
-        detector = Detector(config)
-        _restore_index(detector, state, arrays)
-    detector.stats = DetectorStats(**state["stats"])
-    return detector, header["metadata"]
+    with malformed_as_corrupt(source):
+        header, arrays = _read(source)
+        state = header["state"]
+        if "shard" in state:
+            raise ForeignSnapshotError(
+                f"{source} holds shard {state['shard']['shard_index']} of {state['shard']['shards']} of an index, "
+                "not a whole one: a shard's snapshots belong in its own directory (SNAPSHOT_DIR/shard-K)"
+            )
+        _check_parameters(source, header["parameters"], config.signature_parameters())
+        detector: DuplicateDetector
+        if config.method == "simhash":
+            detector = SimHashDetector(config, HammingIndex.restore(state["hamming"], arrays, hamming_index(config)))
+        else:
+            detector = Detector(config)
+            _restore_index(detector, state, arrays)
+        detector.stats = DetectorStats(**state["stats"])
+        return detector, _metadata(source, header)
 
 
 def load_shard_snapshot(
@@ -221,7 +225,21 @@ def load_shard_snapshot(
     instead, so none of these needs to stop it.
     """
     source = Path(path)
-    header, arrays = _read(source)
+    with malformed_as_corrupt(source):
+        header, arrays = _read(source)
+        restored = _restore_shard(source, header, arrays, config, shard, shards)
+        return restored, _metadata(source, header)
+
+
+def _restore_shard(
+    source: Path,
+    header: dict[str, Any],
+    arrays: dict[str, np.ndarray],
+    config: DetectionConfig,
+    shard: int,
+    shards: int,
+) -> ShardDetector:
+    """Shard ``shard`` of ``shards`` as the snapshot ``source`` holds it (see :func:`load_shard_snapshot`)."""
     state = header["state"]
     made_by = state.get("shard")
     if made_by is None:
@@ -248,7 +266,36 @@ def load_shard_snapshot(
     restored.stream.items = [_restore_stretch(meta) for meta in stream["stretches"]]
     restored.stream.evicted_documents = stream["evicted_documents"]
     restored.stream.newest_event_time = _none_to(stream["newest_event_time"], float("-inf"))
-    return restored, header["metadata"]
+    return restored
+
+
+@contextmanager
+def malformed_as_corrupt(source: Path) -> Iterator[None]:
+    """Reading ``source``: a header of the wrong shape or JSON types is a corrupt snapshot, not a crash.
+
+    Its checksum passed, so only a writer's bug or a hand-made file gets here;
+    the store then skips it for an older snapshot, as for a flipped bit. Every
+    such error names ``source`` (the index's own checks do not know it).
+    """
+    try:
+        yield
+    except CorruptSnapshotError as error:
+        if str(error).startswith(str(source)):
+            raise
+        raise CorruptSnapshotError(f"{source}: {error}") from error
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+        raise CorruptSnapshotError(
+            f"{source} does not hold what a snapshot holds ({error!r}): move it away "
+            "(an older snapshot, or the changelog, is used instead)"
+        ) from error
+
+
+def _metadata(source: Path, header: dict[str, Any]) -> dict[str, Any]:
+    """The caller's metadata saved with the snapshot, which must be a JSON object."""
+    metadata = header["metadata"]
+    if not isinstance(metadata, dict):
+        raise CorruptSnapshotError(f"{source} has metadata {str(metadata)[:40]}, not a JSON object: move it away")
+    return metadata
 
 
 def _read(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -257,6 +304,8 @@ def _read(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     arrays = {}
     for entry in header["arrays"]:
         dtype = np.dtype(entry["dtype"])
+        if not all(type(size) is int and size >= 0 for size in entry["shape"]):
+            raise ValueError(f"array {entry['name']!r} has shape {entry['shape']}")  # -1 would let numpy guess
         count = int(np.prod(entry["shape"], dtype=np.int64))
         start = entry["offset"]
         view = np.frombuffer(body, dtype=dtype, count=count, offset=start)
@@ -331,9 +380,7 @@ def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
 def _restore_generation(
     config: DetectionConfig, detector: Detector, meta: dict[str, Any], arrays: dict[str, np.ndarray], i: int
 ) -> Generation:
-    def part(name: str) -> np.ndarray:
-        return arrays[f"generation{i}.{name}"]
-
+    parts = _generation_parts(detector, arrays, i)
     generation = Generation(
         config.sketch_bits // 8,
         detector.banding.bands + 1,
@@ -342,24 +389,74 @@ def _restore_generation(
         keep_fingerprints=config.uses_simhash,
         keep_set_sizes=detector.index.keep_set_sizes,
     )
-    generation.sketches = Arena.of(part("sketches"))
-    generation.key_highs = Arena.of(part("key_highs"))
-    generation.sources = Arena.of(part("sources"))
-    generation.ids.bytes = Arena.of(part("id_bytes"))
-    generation.ids.ends = Arena.of(part("id_ends").astype(np.uint32))  # uint64 before ids were sealed at 2 GiB
-    generation.tables.docs = part("docs")
-    generation.tables.fingerprints = part("fingerprints")
-    generation.tables.entries = part("entries")
+    generation.sketches = Arena.of(parts["sketches"])
+    generation.key_highs = Arena.of(parts["key_highs"])
+    generation.sources = Arena.of(parts["sources"])
+    generation.ids.bytes = Arena.of(parts["id_bytes"])
+    generation.ids.ends = Arena.of(parts["id_ends"].astype(np.uint32))  # uint64 before ids were sealed at 2 GiB
+    generation.tables.docs = parts["docs"]
+    generation.tables.fingerprints = parts["fingerprints"]
+    generation.tables.entries = parts["entries"]
     if generation.shingles is not None:
-        generation.shingles.values = Arena.of(part("shingle_values"))
-        generation.shingles.ends = Arena.of(part("shingle_ends"))
+        generation.shingles.values = Arena.of(parts["shingle_values"])
+        generation.shingles.ends = Arena.of(parts["shingle_ends"])
     if generation.fingerprints is not None:
-        generation.fingerprints = Arena.of(part("simhash_fingerprints"))
+        generation.fingerprints = Arena.of(parts["simhash_fingerprints"])
     if generation.set_sizes is not None:
-        generation.set_sizes = Arena.of(part("set_sizes"))
+        generation.set_sizes = Arena.of(parts["set_sizes"])
     generation.first_event_time = _none_to(meta["first_event_time"], float("inf"))
     generation.last_event_time = _none_to(meta["last_event_time"], float("-inf"))
     return generation
+
+
+def _generation_parts(detector: Detector, arrays: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+    """Generation ``i``'s arrays, by name, checked against each other as ``HammingIndex.restore`` checks its own.
+
+    Every per-document array has a row per sketch, the ends cut their bytes in
+    order, the band tables are of the running bands and name stored documents
+    only: restored otherwise, they would answer for the wrong documents.
+    """
+    index = detector.index
+    names = _generation_names(detector.exact, detector.config.uses_simhash, index.keep_set_sizes)
+    try:
+        parts = {name: arrays[f"generation{i}.{name}"] for name in names}
+    except KeyError as missing:
+        raise CorruptSnapshotError(f"snapshot lacks array {missing}") from None
+    documents = parts["sketches"].shape[0] if parts["sketches"].ndim else -1
+    tables = detector.banding.bands + 1
+    rows = {"sketches": (detector.config.sketch_bits // 8,), "key_highs": (tables,), "sources": ()}
+    rows.update({name: () for name in ("simhash_fingerprints", "set_sizes") if name in parts})
+    docs = parts["docs"]
+    consistent = (
+        all(parts[name].shape == (documents, *row) for name, row in rows.items())
+        and parts["id_bytes"].ndim == 1
+        and ends_fit(parts["id_ends"], parts["id_bytes"].size, documents)
+        and ("shingle_ends" not in parts or _shingles_fit(parts, documents))
+        and docs.ndim == 3
+        and docs.shape[0] == tables
+        and docs.shape[2] == BUCKET_SLOTS
+        and docs.shape == parts["fingerprints"].shape
+        and parts["entries"].shape == (tables,)
+        and (docs.size == 0 or int(docs.max()) <= documents)
+    )
+    if not consistent:
+        raise CorruptSnapshotError(f"snapshot: arrays of generation {i} do not hold {documents} documents alike")
+    return parts
+
+
+def _generation_names(exact: bool, simhash: bool, set_sizes: bool) -> list[str]:
+    """The arrays a generation of a detector keeping these stores (see :func:`_generation_arrays`)."""
+    names = ["sketches", "key_highs", "sources", "id_bytes", "id_ends", *_TABLE_ARRAYS]
+    names += ["shingle_values", "shingle_ends"] if exact else []
+    names += ["simhash_fingerprints"] if simhash else []
+    names += ["set_sizes"] if set_sizes else []
+    return names
+
+
+def _shingles_fit(parts: dict[str, np.ndarray], documents: int) -> bool:
+    return parts["shingle_values"].ndim == 1 and ends_fit(
+        parts["shingle_ends"], parts["shingle_values"].size, documents
+    )
 
 
 def _verified_parts(source: Path, blob: bytes) -> tuple[dict[str, Any], memoryview]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from stream_dedup.config import settings_changes
-from stream_dedup.engine.snapshot import SnapshotImage, Snapshotted, capture_snapshot
+from stream_dedup.engine.snapshot import SnapshotImage, Snapshotted, capture_snapshot, malformed_as_corrupt
 from stream_dedup.errors import CorruptSnapshotError, ForeignSnapshotError
 
 log = logging.getLogger(__name__)
@@ -185,11 +185,12 @@ class SnapshotStore:
         for path in self.paths():
             try:
                 detector, metadata = load(path)
-                coverage = replace(SnapshotCoverage.of_metadata(metadata), written_at=path.stat().st_mtime)
+                with malformed_as_corrupt(path):
+                    coverage = replace(SnapshotCoverage.of_metadata(metadata), written_at=path.stat().st_mtime)
             except ForeignSnapshotError as error:
                 log.warning("snapshot %s skipped: %s", path, error)
                 continue
-            except (CorruptSnapshotError, KeyError, ValueError, TypeError, AttributeError, OSError) as error:
+            except (CorruptSnapshotError, OSError) as error:
                 log.error("snapshot %s is unusable, trying an older one: %r", path, error)
                 continue
             recreated = coverage.changelog_topic == changelog_topic and None not in (coverage.topic_id, topic_id)

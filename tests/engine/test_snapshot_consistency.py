@@ -1,0 +1,155 @@
+"""Snapshots that pass their checksum but do not hold what a snapshot holds: refused as corrupt, never a crash.
+
+A writer's bug or a hand-made file can checksum right and still have arrays
+of other lengths than the document count, ends past the id bytes, a negative
+size, null metadata or state of the wrong JSON types. Each must raise
+:class:`CorruptSnapshotError`, so the snapshot store moves on to an older one.
+"""
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import Detector, load_snapshot
+from stream_dedup.engine.sharding import ShardDetector, sequence_keys
+from stream_dedup.engine.snapshot import SnapshotImage, capture_snapshot, load_shard_snapshot
+from stream_dedup.errors import CorruptSnapshotError
+from stream_dedup.lsh import IndexedBatch
+from tests.corpus import make_corpus
+
+CONFIG = DetectionConfig(verification="exact", containment_threshold=0.8, index_slots=2)
+Arrays = dict[str, np.ndarray]
+
+
+def detector_of(documents: int = 30) -> Detector:
+    detector = Detector(CONFIG)
+    detector.process([f"d{i}" for i in range(documents)], make_corpus(documents, seed=6), event_times=[1.0] * documents)
+    return detector
+
+
+def written(
+    tmp_path: Path,
+    change_arrays: Callable[[Arrays], None] = lambda arrays: None,
+    change_header: Callable[[dict[str, Any]], None] = lambda header: None,
+    detector: Detector | ShardDetector | None = None,
+) -> Path:
+    """A snapshot, checksummed right, of what ``change_arrays`` and ``change_header`` leave of a detector's."""
+    image = capture_snapshot(detector or detector_of(), {"changelog_offset": 5})
+    header = json.loads(image.header_bytes)
+    arrays = {name: np.array(array) for name, array in image.arrays}
+    change_arrays(arrays)
+    directory, offset = [], 0
+    for name, array in arrays.items():
+        directory.append({"name": name, "dtype": array.dtype.str, "shape": list(array.shape), "offset": offset})
+        offset += array.nbytes
+    header["arrays"] = directory
+    change_header(header)
+    path = tmp_path / "index.snap"
+    SnapshotImage(json.dumps(header).encode(), list(arrays.items())).write(path)
+    return path
+
+
+def test_the_rewrite_helper_keeps_a_snapshot_loadable(tmp_path: Path) -> None:
+    detector, metadata = load_snapshot(written(tmp_path), CONFIG)
+    assert len(detector) == 30 and metadata == {"changelog_offset": 5}
+
+
+def drop_last_row(name: str) -> Callable[[Arrays], None]:
+    def change(arrays: Arrays) -> None:
+        arrays[f"generation0.{name}"] = arrays[f"generation0.{name}"][:-1]
+
+    return change
+
+
+@pytest.mark.parametrize("name", ["key_highs", "sources", "id_ends", "shingle_ends", "set_sizes", "entries"])
+def test_an_array_of_another_length_than_the_documents_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(CorruptSnapshotError, match="generation 0 do not hold 30 documents"):
+        load_snapshot(written(tmp_path, drop_last_row(name)), CONFIG)
+
+
+@pytest.mark.parametrize(
+    "ends",
+    [lambda ends: ends + 1, lambda ends: ends[::-1].copy()],
+    ids=["past-the-bytes", "not-in-order"],
+)
+def test_id_ends_that_do_not_cut_the_id_bytes_in_order_are_refused(
+    tmp_path: Path, ends: Callable[[np.ndarray], np.ndarray]
+) -> None:
+    def change(arrays: Arrays) -> None:
+        arrays["generation0.id_ends"] = ends(arrays["generation0.id_ends"])
+
+    with pytest.raises(CorruptSnapshotError, match="generation 0"):
+        load_snapshot(written(tmp_path, change), CONFIG)
+
+
+def test_a_band_table_naming_a_document_not_stored_is_refused(tmp_path: Path) -> None:
+    def change(arrays: Arrays) -> None:
+        arrays["generation0.docs"].reshape(-1)[0] = 31
+
+    with pytest.raises(CorruptSnapshotError, match="generation 0"):
+        load_snapshot(written(tmp_path, change), CONFIG)
+
+
+def test_a_missing_array_is_refused(tmp_path: Path) -> None:
+    def change(arrays: Arrays) -> None:
+        del arrays["generation0.key_highs"]
+
+    with pytest.raises(CorruptSnapshotError, match=r"lacks array 'generation0\.key_highs'"):
+        load_snapshot(written(tmp_path, change), CONFIG)
+
+
+def test_a_negative_size_is_refused(tmp_path: Path) -> None:
+    def change(header: dict[str, Any]) -> None:
+        header["arrays"][-1]["shape"] = [-1]
+
+    with pytest.raises(CorruptSnapshotError, match="has shape \\[-1\\]"):
+        load_snapshot(written(tmp_path, change_header=change), CONFIG)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda header: header.update(metadata=None),
+        lambda header: header.update(metadata=[1, 2]),
+        lambda header: header.update(state=None),
+        lambda header: header["state"].update(generations="many"),
+        lambda header: header["state"].update(generations=[None]),
+        lambda header: header["state"].update(stats=[]),
+        lambda header: header["state"]["stats"].update(unknown=1),
+        lambda header: header.update(parameters=7),
+        lambda header: header.update(arrays={}),
+    ],
+    ids=[
+        "metadata-null",
+        "metadata-list",
+        "state-null",
+        "generations-string",
+        "generation-null",
+        "stats-list",
+        "stats-unknown-field",
+        "parameters-number",
+        "arrays-object",
+    ],
+)
+def test_a_header_of_the_wrong_json_types_is_refused(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> None:
+    with pytest.raises(CorruptSnapshotError, match=r"index\.snap"):
+        load_snapshot(written(tmp_path, change_header=change), CONFIG)
+
+
+def test_a_shard_snapshot_of_the_wrong_json_types_is_refused(tmp_path: Path) -> None:
+    shard = ShardDetector(CONFIG, 0, 2)
+    texts = make_corpus(20, seed=7)
+    signed = shard.detector.sign(texts)
+    batch = IndexedBatch([f"d{i}" for i in range(20)], signed, np.ones(20), np.arange(20, dtype=np.uint64))
+    shard.answer(batch, sequence_keys(0, 20))
+
+    def change(header: dict[str, Any]) -> None:
+        header["state"]["shard"]["stream"] = None
+
+    with pytest.raises(CorruptSnapshotError, match=r"index\.snap"):
+        load_shard_snapshot(written(tmp_path, change_header=change, detector=shard), CONFIG, 0, 2)
