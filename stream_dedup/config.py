@@ -11,6 +11,7 @@ from typing import Literal
 
 import xxhash
 
+from stream_dedup.bounds import check_whole_number
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.ensemble_params import (
     PARTITIONS_PER_DOUBLING,
@@ -48,6 +49,8 @@ _MINHASH_ONLY = (
 )
 #: Most slots the hot-bucket cap can be split into: a slot is read from the high 16 bits of a content key.
 MAX_INDEX_SLOTS = 1 << 16
+#: Largest hot-bucket cap: a probe reads up to this many candidates per key and generation.
+MAX_BUCKET_SIZE = 1_000_000
 _SIMHASH_ONLY = ("max_hamming", "simhash_weighting")
 #: Settings only the containment search reads: left out of both fingerprints while it is off, so
 #: that an index without containment keeps the fingerprints it had before containment existed.
@@ -205,14 +208,13 @@ class DetectionConfig:
             raise ConfigError(
                 "verification", "exact verification checks Jaccard similarity: use it with method minhash or combined"
             )
-        if not isinstance(self.max_hamming, int) or not 0 <= self.max_hamming <= MAX_DISTANCE:
-            raise ConfigError(
-                "max_hamming", f"must be a whole number from 0 to {MAX_DISTANCE}, got {self.max_hamming!r}"
-            )
-        if not isinstance(self.index_slots, int) or not 1 <= self.index_slots <= MAX_INDEX_SLOTS:
-            raise ConfigError(
-                "index_slots", f"must be a whole number from 1 to {MAX_INDEX_SLOTS}, got {self.index_slots!r}"
-            )
+        check_whole_number("max_hamming", self.max_hamming, 0, MAX_DISTANCE)
+        check_whole_number("index_slots", self.index_slots, 1, MAX_INDEX_SLOTS)
+        # Checked here, for every method: the Hamming index would take a cap of 0 as "enter nothing", and the
+        # banded index refuses it only when built, after the stage has created its topics.
+        check_whole_number(
+            "max_bucket_size", self.max_bucket_size, 1, MAX_BUCKET_SIZE, "a probe reads up to that many per key"
+        )
         if self.simhash_weighting not in ("set", "frequency"):
             raise ConfigError("simhash_weighting", f"must be 'set' or 'frequency', got {self.simhash_weighting!r}")
         if (self.bands is None) != (self.rows_per_band is None):

@@ -168,6 +168,14 @@ def test_bad_settings_name_the_setting(setting: str, kwargs: dict[str, object]) 
 
 
 @pytest.mark.parametrize("method", ["minhash", "simhash", "combined"])
+@pytest.mark.parametrize("cap", [0, -1, 2.5, True, 1_000_001])
+def test_a_hot_bucket_cap_outside_1_to_a_million_is_refused_for_every_method(method: str, cap: object) -> None:
+    """Refused with the settings, before anything is built: a simhash cap of 0 would silently enter nothing."""
+    with pytest.raises(ConfigError, match="'max_bucket_size': must be a whole number from 1 to 1000000"):
+        DetectionConfig(method=method, max_bucket_size=cap)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("method", ["minhash", "simhash", "combined"])
 def test_invisible_characters_do_not_hide_a_copy(method: str) -> None:
     """A zero-width space between letters, soft hyphens in long words: unseen, so the copy is a copy."""
     text = "Spacious two-room apartment near the central station, newly renovated, available from March"

@@ -98,6 +98,7 @@ def test_values_from_the_environment_are_typed() -> None:
         ({}, {"STREAM_DEDUP_MAX_PARTITION_BUFFERED_RECORDS": "lots"}, "max_partition_buffered_records"),
         ({"text_cache_mb": "0"}, {}, "text_cache_mb"),
         ({"text_spool_mb": "-1"}, {}, "text_spool_mb"),
+        ({}, {"STREAM_DEDUP_MAX_BUCKET_SIZE": "0"}, "max_bucket_size"),
     ],
 )
 def test_a_bad_value_stops_start_up_naming_the_setting(
