@@ -25,11 +25,16 @@ from typing import Generic, Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from stream_dedup.errors import ConfigError
+from stream_dedup.bounds import check_number, check_whole_number
 from stream_dedup.lsh.arena import ID_BYTES_PER_GENERATION
 
 #: Generations retention keeps: eviction frees about 1/this of the index at once.
 GENERATIONS_PER_RETENTION = 4
+#: Most documents retention by count may keep: a generation's documents are numbered in 32 bits, and the
+#: history topics' ``retention.bytes`` derived from it (``worker.topics``) stays within Kafka's 64-bit long.
+MAX_DOCUMENTS = 10_000_000_000
+#: Longest retention by age, ten years: the history topics' ``retention.ms`` is derived from it.
+MAX_AGE_SECONDS = 10 * 365 * 24 * 3600
 
 
 @dataclass(frozen=True)
@@ -49,10 +54,17 @@ class Retention:
     max_age_seconds: float | None = None
 
     def __post_init__(self) -> None:
-        if self.max_documents is not None and self.max_documents < 1:
-            raise ConfigError("max_documents", f"must be at least 1, got {self.max_documents}")
-        if self.max_age_seconds is not None and not self.max_age_seconds > 0:
-            raise ConfigError("max_age_seconds", f"must be positive, got {self.max_age_seconds}")
+        if self.max_documents is not None:
+            check_whole_number(
+                "max_documents",
+                self.max_documents,
+                1,
+                MAX_DOCUMENTS,
+                "a generation holds a quarter of them, numbered in 32 bits; unset: no limit by count",
+            )
+        if self.max_age_seconds is not None:
+            why = "ten years; unset: no limit by age"
+            check_number("max_age_seconds", self.max_age_seconds, 1, MAX_AGE_SECONDS, why)
 
 
 IntArray = npt.NDArray[np.intp]

@@ -13,12 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeVar
 
+from stream_dedup.bounds import check_number, check_whole_number
 from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputFormat, InputReading
 from stream_dedup.kafka.record_texts import RecordTexts
+from stream_dedup.lsh.retention import MAX_DOCUMENTS
 from stream_dedup.worker.cores import default_signing_processes
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -28,6 +30,36 @@ StageRole = Literal["all", "signer", "shard", "judge"]
 _KAFKA_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 #: More signers than this cannot help one worker (its own share of a batch bounds the rate).
 _MAX_SIGNING_PROCESSES = 64
+#: The whole-number settings' ranges (lowest, highest, why), checked at start-up: past them a value
+#: fails later, far from its cause (a broker refusing a config, an overflow in a timer).
+_WHOLE_NUMBER_RANGES: dict[str, tuple[int, int, str]] = {
+    "max_document_bytes": (1, 100 << 20, "100 MiB"),
+    "max_id_bytes": (1, 65_536, "64 KiB"),
+    "batch_size": (1, 100_000, ""),
+    "batch_timeout_ms": (0, 10_000, "10 s"),
+    "max_partition_idle_ms": (0, 600_000, "10 minutes"),
+    "text_cache_mb": (1, 65_536, "64 GiB"),
+    "text_spool_mb": (0, 65_536, "0: none; 65536: 64 GiB"),
+    "signing_processes": (0, _MAX_SIGNING_PROCESSES, "0: sign in the worker's process"),
+    "snapshot_every_documents": (1, MAX_DOCUMENTS, ""),
+    "snapshots_kept": (1, 100, ""),
+    "metrics_port": (0, 65_535, "a port number; 0 turns the server off"),
+}
+#: The other numeric settings' ranges, in seconds; the timeouts' are the brokers' defaults, which refuse more.
+_NUMBER_RANGES: dict[str, tuple[float, float, str]] = {
+    "transaction_timeout_seconds": (
+        1,
+        900,
+        "the brokers' default transaction.max.timeout.ms is 900000; beyond it they refuse the producer",
+    ),
+    "session_timeout_seconds": (
+        6,
+        1800,
+        "the brokers' defaults group.min.session.timeout.ms=6000 and group.max.session.timeout.ms=1800000",
+    ),
+    "snapshot_interval_seconds": (1, 7 * 24 * 3600, "a week"),
+    "shutdown_grace_seconds": (1, 3600, "an hour"),
+}
 _T = TypeVar("_T")
 
 
@@ -207,47 +239,23 @@ class WorkerSettings(ConnectionSettings):
             raise ConfigError("id_field" if not self.id_field else "text_field", "must not be empty")
 
     def _check_numbers(self) -> None:
-        positive = {
-            "max_document_bytes": self.max_document_bytes,
-            "max_id_bytes": self.max_id_bytes,
-            "batch_size": self.batch_size,
-            "transaction_timeout_seconds": self.transaction_timeout_seconds,
-            "session_timeout_seconds": self.session_timeout_seconds,
-            "snapshot_interval_seconds": self.snapshot_interval_seconds,
-            "snapshot_every_documents": self.snapshot_every_documents,
-            "snapshots_kept": self.snapshots_kept,
-            "shutdown_grace_seconds": self.shutdown_grace_seconds,
-        }
-        for name, value in positive.items():
-            if not value > 0:
-                raise ConfigError(name, f"must be positive, got {value!r}")
-        if self.batch_size > 100_000:
-            raise ConfigError("batch_size", f"must be at most 100000, got {self.batch_size}")
-        if self.batch_timeout_ms < 0:
-            raise ConfigError("batch_timeout_ms", f"must not be negative, got {self.batch_timeout_ms}")
-        if not 0 <= self.max_partition_idle_ms <= 600_000:
-            raise ConfigError(
-                "max_partition_idle_ms", f"must be between 0 and 600000 (10 minutes), got {self.max_partition_idle_ms}"
-            )
-        buffered = self.max_partition_buffered_records
-        if buffered is not None and not 1 <= buffered <= 10_000_000:
-            raise ConfigError(
+        for name, whole_range in _WHOLE_NUMBER_RANGES.items():
+            check_whole_number(name, getattr(self, name), *whole_range)
+        for name, number_range in _NUMBER_RANGES.items():
+            check_number(name, getattr(self, name), *number_range)
+        if self.max_partition_buffered_records is not None:
+            check_whole_number(
                 "max_partition_buffered_records",
-                f"must be between 1 and 10000000 records (unset: 2 x batch_size, at least 1000), got {buffered}",
+                self.max_partition_buffered_records,
+                1,
+                10_000_000,
+                "unset: 2 x batch_size, at least 1000",
             )
-        if not 1 <= self.text_cache_mb <= 65_536:
-            raise ConfigError("text_cache_mb", f"must be between 1 and 65536 (64 GiB), got {self.text_cache_mb}")
-        if not 0 <= self.text_spool_mb <= 65_536:
-            raise ConfigError("text_spool_mb", f"must be between 0 (none) and 65536 (64 GiB), got {self.text_spool_mb}")
-        if not 0 <= self.signing_processes <= _MAX_SIGNING_PROCESSES:
+        if self.batch_timeout_ms >= self.shutdown_grace_seconds * 1000:
             raise ConfigError(
-                "signing_processes",
-                f"must be between 0 (sign in the worker's process) and {_MAX_SIGNING_PROCESSES}, "
-                f"got {self.signing_processes}",
-            )
-        if not 0 <= self.metrics_port <= 65535:
-            raise ConfigError(
-                "metrics_port", f"must be a port number (0 turns the server off), got {self.metrics_port}"
+                "batch_timeout_ms",
+                f"must be less than shutdown_grace_seconds x 1000 = {self.shutdown_grace_seconds * 1000:g}, "
+                f"got {self.batch_timeout_ms}: a stop waits for the batch to fill",
             )
 
     def _check_choices(self) -> None:

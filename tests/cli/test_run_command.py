@@ -34,7 +34,24 @@ def test_every_setting_has_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
 def test_a_bad_setting_exits_2_naming_it(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STREAM_DEDUP_SNAPSHOTS_KEPT", "0")
     assert main(["run", "--bootstrap-servers", "127.0.0.1:1"]) == 2
-    assert "invalid setting 'snapshots_kept': must be positive" in capsys.readouterr().err
+    assert "invalid setting 'snapshots_kept': must be a whole number from 1 to 100" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flag",
+    ["--transaction-timeout-seconds", "--session-timeout-seconds", "--max-age-seconds", "--shutdown-grace-seconds"],
+)
+def test_an_infinite_number_exits_2_naming_it_before_kafka_is_used(
+    flag: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def contacted(connection: object) -> None:
+        raise AssertionError("Kafka was used before the settings were refused")
+
+    monkeypatch.setattr(run_command, "check_bootstrap_servers", contacted)
+    assert main(["run", flag, "inf", "--metrics-port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"invalid setting '{flag[2:].replace('-', '_')}': must be a number from" in err
 
 
 def test_an_unreachable_broker_exits_3_with_one_line_naming_it(capsys: pytest.CaptureFixture[str]) -> None:

@@ -54,7 +54,7 @@ def test_a_fractional_quota_rounds_up_to_a_whole_core(monkeypatch: pytest.Monkey
 
 @pytest.mark.parametrize("value", ["-1", "65"])
 def test_a_signing_processes_value_out_of_range_stops_start_up_naming_it(value: str) -> None:
-    with pytest.raises(ConfigError, match=r"'signing_processes'.*between 0"):
+    with pytest.raises(ConfigError, match=r"'signing_processes'.*from 0 to 64"):
         resolve_settings({}, {"STREAM_DEDUP_SIGNING_PROCESSES": value})
 
 

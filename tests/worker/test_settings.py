@@ -1,5 +1,6 @@
 """Worker settings: flags over environment over file over defaults; bad values name the setting."""
 
+import re
 import typing
 from dataclasses import fields
 from pathlib import Path
@@ -107,6 +108,41 @@ def test_a_bad_value_stops_start_up_naming_the_setting(
     with pytest.raises(ConfigError) as raised:
         resolve_settings(flags, environ)
     assert raised.value.setting == setting
+
+
+@pytest.mark.parametrize(
+    ("setting", "value", "words"),
+    [
+        ("transaction_timeout_seconds", "inf", "from 1 to 900 (the brokers' default transaction.max.timeout.ms"),
+        ("transaction_timeout_seconds", "901", "from 1 to 900"),
+        ("session_timeout_seconds", "inf", "from 6 to 1800 (the brokers' defaults group.min.session.timeout.ms"),
+        ("session_timeout_seconds", "5", "from 6 to 1800"),
+        ("max_age_seconds", "inf", "from 1 to 315360000 (ten years"),
+        ("max_age_seconds", "1e300", "from 1 to 315360000"),
+        ("max_age_seconds", "nan", "from 1 to 315360000"),
+        ("max_documents", "100000000000000000", "from 1 to 10000000000"),
+        ("shutdown_grace_seconds", "inf", "from 1 to 3600"),
+        ("snapshot_interval_seconds", "nan", "from 1 to 604800"),
+        ("batch_timeout_ms", "10001", "from 0 to 10000"),
+        ("max_document_bytes", "1000000000000", "from 1 to 104857600 (100 MiB)"),
+        ("max_id_bytes", "65537", "from 1 to 65536"),
+        ("snapshot_every_documents", "100000000000000000", "from 1 to 10000000000"),
+        ("snapshots_kept", "101", "from 1 to 100"),
+    ],
+)
+def test_a_number_out_of_its_range_is_refused_naming_the_setting_and_the_range(
+    setting: str, value: str, words: str
+) -> None:
+    """Infinities, NaN and huge values included: past the range they would fail later, after topics were made."""
+    with pytest.raises(
+        ConfigError, match=re.escape(f"invalid setting {setting!r}: must be a") + ".*" + re.escape(words)
+    ):
+        resolve_settings({setting: value}, {})
+
+
+def test_a_batch_wait_as_long_as_the_shutdown_grace_is_refused() -> None:
+    with pytest.raises(ConfigError, match="'batch_timeout_ms': must be less than shutdown_grace_seconds x 1000 = 5000"):
+        resolve_settings({"batch_timeout_ms": "5000", "shutdown_grace_seconds": "5"}, {})
 
 
 def test_an_unknown_key_in_the_file_is_an_error(tmp_path: Path) -> None:

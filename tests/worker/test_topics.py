@@ -7,6 +7,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.lsh import IndexedBatch
+from stream_dedup.lsh.retention import MAX_AGE_SECONDS, MAX_DOCUMENTS
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.topics import CHANGELOG_MAX_MESSAGE_BYTES, changelog_configs
 from tests.corpus import make_corpus
@@ -63,3 +64,19 @@ def test_count_retention_with_exact_verification_keeps_the_largest_documents_shi
     documents = IndexedBatch(["largest"], signed, np.zeros(1), np.zeros(1, np.uint64))
     (value,) = encode_entry(ChangelogEntry(documents, "documents", {0: 1}), settings.detection.signature_fingerprint())
     assert kept >= 2 * 1000 * len(value)
+
+
+def test_the_largest_retention_allowed_gives_history_topic_configs_kafka_accepts() -> None:
+    """The bounds on max_documents, max_age_seconds and max_document_bytes keep both configs in a Kafka long."""
+    detection = DetectionConfig(
+        num_perm=4096,
+        sketch_bits=4096,
+        bands=4096,
+        rows_per_band=1,
+        verification="exact",
+        max_documents=MAX_DOCUMENTS,
+        max_age_seconds=MAX_AGE_SECONDS,
+    )
+    configs = changelog_configs(WorkerSettings(detection=detection, max_document_bytes=100 << 20))
+    for name in ("retention.ms", "retention.bytes"):
+        assert 0 < int(configs[name]) < 2**63, name
