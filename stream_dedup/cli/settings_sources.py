@@ -82,6 +82,9 @@ def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:
         kind = next(option for option in options if option is not type(None))
     if typing.get_origin(kind) is typing.Literal:
         return raw  # the dataclass checks the choices and lists them
+    if kind is int and isinstance(raw, float) and not raw.is_integer():
+        # A TOML float: int() would cut 2.7 to 2 (and fail on inf with an OverflowError).
+        raise ConfigError(name, f"must be a whole number, got {raw!r} (from {origin})")
     try:
         if kind is bool:
             return _boolean(raw)

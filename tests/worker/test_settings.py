@@ -145,6 +145,30 @@ def test_a_batch_wait_as_long_as_the_shutdown_grace_is_refused() -> None:
         resolve_settings({"batch_timeout_ms": "5000", "shutdown_grace_seconds": "5"}, {})
 
 
+@pytest.mark.parametrize(
+    ("line", "setting"),
+    [
+        ("batch_size = 2.7", "batch_size"),
+        ("shards = 0.9", "shards"),
+        ("batch_size = inf", "batch_size"),
+        ("max_documents = nan", "max_documents"),
+    ],
+)
+def test_a_fraction_in_the_file_for_a_whole_number_is_refused_not_cut(tmp_path: Path, line: str, setting: str) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_text(line + "\n")
+    value = line.split(" = ")[1]
+    message = f"'{setting}': must be a whole number, got {value} (from {config})"
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        resolve_settings({}, {}, str(config))
+
+
+def test_a_whole_float_in_the_file_is_taken_for_its_number(tmp_path: Path) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_text("batch_size = 2.0\n")
+    assert resolve_settings({}, {}, str(config)).batch_size == 2
+
+
 def test_an_unknown_key_in_the_file_is_an_error(tmp_path: Path) -> None:
     config = tmp_path / "stage.toml"
     config.write_text("treshold = 0.9\n")
