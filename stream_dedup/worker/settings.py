@@ -27,7 +27,18 @@ SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 LogFormat = Literal["auto", "json", "text"]
 #: What a process runs: the whole stage, or one role of a sharded stage (``docs/scale-out.md``).
 StageRole = Literal["all", "signer", "shard", "judge"]
-_KAFKA_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+_KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+#: Names Kafka refuses although they match :data:`_KAFKA_NAME`.
+_RESERVED_KAFKA_NAMES = (".", "..")
+_TOPIC_SETTINGS = (
+    "input_topic",
+    "output_topic",
+    "dead_letter_topic",
+    "changelog_topic",
+    "unique_topic",
+    "sequenced_topic",
+    "answers_topic",
+)
 #: More signers than this cannot help one worker (its own share of a batch bounds the rate).
 _MAX_SIGNING_PROCESSES = 64
 #: The whole-number settings' ranges (lowest, highest, why), checked at start-up: past them a value
@@ -66,6 +77,19 @@ _T = TypeVar("_T")
 def default_instance_id() -> str:
     """The host name made safe for Kafka ids (in Kubernetes: the pod name)."""
     return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:249] or "stream-dedup"
+
+
+def _check_kafka_name(setting: str, name: str, made_from: str = "") -> None:
+    """Refuse a topic, group or instance name Kafka would refuse (``made_from`` says how ``setting`` led to it).
+
+    The whole name must match: a trailing newline must not pass, as it would with ``re.match`` and ``$``.
+    """
+    if _KAFKA_NAME.fullmatch(name) and name not in _RESERVED_KAFKA_NAMES:
+        return
+    shown = f"{name!r}, {made_from}," if made_from else repr(name)
+    raise ConfigError(
+        setting, f"{shown} is not a valid Kafka name (1 to 249 letters, digits, '.', '_', '-'; not '.' or '..')"
+    )
 
 
 def _setting(default: _T, help: str, secret: bool = False) -> _T:
@@ -208,22 +232,26 @@ class WorkerSettings(ConnectionSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        for name in ("changelog", "sequenced", "answers"):
-            if not getattr(self, f"{name}_topic"):
-                object.__setattr__(self, f"{name}_topic", f"{self.group_id}.{name}")
-        self._check_names()
+        defaulted = [
+            f"{name}_topic" for name in ("changelog", "sequenced", "answers") if not getattr(self, f"{name}_topic")
+        ]
+        for topic in defaulted:
+            object.__setattr__(self, topic, f"{self.group_id}.{topic.removesuffix('_topic')}")
+        self._check_names(defaulted)
         self._check_numbers()
         self._check_choices()
         self._check_roles()
 
-    def _check_names(self) -> None:
-        names = ("input_topic", "output_topic", "dead_letter_topic", "changelog_topic", "unique_topic", "group_id")
-        for name in (*names, "sequenced_topic", "answers_topic"):
-            value = getattr(self, name)
-            if value is not None and not _KAFKA_NAME.match(value):
-                raise ConfigError(name, f"{value!r} is not a valid Kafka name (letters, digits, '.', '_', '-')")
-        if not _KAFKA_NAME.match(self.instance_id):
-            raise ConfigError("instance_id", f"{self.instance_id!r} may only hold letters, digits, '.', '_', '-'")
+    def _check_names(self, defaulted: list[str]) -> None:
+        """Check the names Kafka will see; a topic ``defaulted`` from ``group_id`` is reported as ``group_id``."""
+        _check_kafka_name("group_id", self.group_id)
+        _check_kafka_name("instance_id", self.instance_id)
+        for name in _TOPIC_SETTINGS:
+            topic = getattr(self, name)
+            if name in defaulted:
+                _check_kafka_name("group_id", topic, f"the default {name} made from it")
+            elif topic is not None:
+                _check_kafka_name(name, topic)
         outputs = [self.output_topic, self.dead_letter_topic, self.changelog_topic, self.unique_topic]
         for name, topic in zip(
             ("output_topic", "dead_letter_topic", "changelog_topic", "unique_topic"), outputs, strict=True

@@ -169,6 +169,33 @@ def test_a_whole_float_in_the_file_is_taken_for_its_number(tmp_path: Path) -> No
     assert resolve_settings({}, {}, str(config)).batch_size == 2
 
 
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        ("output_topic", "verdicts\n"),
+        ("input_topic", "."),
+        ("dead_letter_topic", ".."),
+        ("group_id", "."),
+        ("instance_id", "pod-0\n"),
+        ("instance_id", ".."),
+        ("group_id", "ads\n"),
+    ],
+)
+def test_a_name_kafka_refuses_is_refused_naming_the_setting(setting: str, value: str) -> None:
+    with pytest.raises(ConfigError, match="is not a valid Kafka name") as raised:
+        resolve_settings({setting: value}, {})
+    assert raised.value.setting == setting
+
+
+def test_a_group_id_too_long_for_the_default_changelog_topic_is_named() -> None:
+    group_id = "g" * 249
+    with pytest.raises(
+        ConfigError, match=f"'{group_id}.changelog', the default changelog_topic made from it,"
+    ) as raised:
+        resolve_settings({"group_id": group_id}, {})
+    assert raised.value.setting == "group_id"
+
+
 def test_an_unknown_key_in_the_file_is_an_error(tmp_path: Path) -> None:
     config = tmp_path / "stage.toml"
     config.write_text("treshold = 0.9\n")
