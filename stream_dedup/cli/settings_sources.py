@@ -70,6 +70,10 @@ def _read_file(path: Path) -> dict[str, Any]:
         raise ConfigError("config", f"cannot read the config file {path}: {error.strerror}") from error
     except tomllib.TOMLDecodeError as error:
         raise ConfigError("config", f"{path} is not valid TOML: {error}") from error
+    except UnicodeDecodeError as error:  # TOML is UTF-8: a Latin-1 or UTF-16 file fails before parsing
+        raise ConfigError(
+            "config", f"{path} is not UTF-8 text (byte {error.start}: {error.reason}): save it as UTF-8"
+        ) from error
 
 
 def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:

@@ -203,6 +203,13 @@ def test_an_unknown_key_in_the_file_is_an_error(tmp_path: Path) -> None:
         resolve_settings({}, {}, str(config))
 
 
+def test_a_config_file_that_is_not_utf8_is_refused_naming_it(tmp_path: Path) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_bytes('group_id = "dédup"\n'.encode("latin-1"))
+    with pytest.raises(ConfigError, match=re.escape(f"'config': {config} is not UTF-8 text (byte 13:")):
+        resolve_settings({}, {}, str(config))
+
+
 def test_secrets_stay_out_of_the_settings_repr() -> None:
     settings = resolve_settings({}, {"STREAM_DEDUP_SASL_PASSWORD": "hunter2", "STREAM_DEDUP_SASL_MECHANISM": "PLAIN"})
     assert settings.connection().options()["sasl_plain_password"] == "hunter2"
