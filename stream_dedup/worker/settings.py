@@ -252,17 +252,21 @@ class WorkerSettings(ConnectionSettings):
                 _check_kafka_name("group_id", topic, f"the default {name} made from it")
             elif topic is not None:
                 _check_kafka_name(name, topic)
-        outputs = [self.output_topic, self.dead_letter_topic, self.changelog_topic, self.unique_topic]
-        for name, topic in zip(
-            ("output_topic", "dead_letter_topic", "changelog_topic", "unique_topic"), outputs, strict=True
-        ):
+        written: dict[str, str] = {}  # topic -> the first setting naming it
+        for name in ("output_topic", "dead_letter_topic", "changelog_topic", "unique_topic"):
+            topic = getattr(self, name)
             if topic == self.input_topic:
                 raise ConfigError(
                     name, f"must differ from input_topic ({topic!r}): the stage would read its own output"
                 )
-        written = [t for t in outputs if t is not None]
-        if len(set(written)) != len(written):
-            raise ConfigError("output_topic", "output, dead-letter, changelog and unique topics must all differ")
+            if topic in written:
+                raise ConfigError(
+                    name,
+                    f"must differ from {written[topic]} ({topic!r}): output, dead-letter, changelog and unique "
+                    "topics must all differ",
+                )
+            if topic is not None:
+                written[topic] = name
         if not self.id_field or not self.text_field:
             raise ConfigError("id_field" if not self.id_field else "text_field", "must not be empty")
 
