@@ -21,6 +21,7 @@ Example (the worker's loop calls ``health.heartbeat()`` every round)::
     200
 """
 
+import errno
 import json
 import logging
 import threading
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
@@ -42,6 +43,24 @@ from stream_dedup.ops.status_page import render_status_page
 from stream_dedup.worker.events import Role
 
 _log = logging.getLogger(__name__)
+
+AddressPart = Literal["host", "port"]
+#: Why a bind fails because of the port (taken; below 1024 without the privilege): any other reason
+#: (a name that does not resolve, an address not of this machine) is the host's.
+_PORT_ERRNOS = frozenset({errno.EADDRINUSE, errno.EACCES})
+_ADDRESS_ADVICE: dict[AddressPart, str] = {
+    "port": "choose another port or free this one",
+    "host": "give an address of this machine (0.0.0.0: all of them)",
+}
+
+
+class AddressError(StreamDedupError):
+    """The server cannot bind its address; ``part`` says which part to change, the host or the port."""
+
+    def __init__(self, message: str, part: AddressPart) -> None:
+        super().__init__(message)
+        self.part = part
+
 
 #: The readiness and reason that go with each role, for :meth:`Health.set_role`.
 _ROLE_STATES: dict[Role, tuple[bool, str]] = {
@@ -143,9 +162,10 @@ class OpsServer:
         try:
             server = _Server((self.host, self._requested_port), _Handler)
         except OSError as exc:
-            raise StreamDedupError(
-                f"cannot serve metrics and health checks on {self.host}:{self._requested_port}: {exc}; "
-                "choose another port or free this one"
+            part: AddressPart = "port" if exc.errno in _PORT_ERRNOS else "host"
+            advice = _ADDRESS_ADVICE[part]
+            raise AddressError(
+                f"cannot serve metrics and health checks on {self.host}:{self._requested_port}: {exc}; {advice}", part
             ) from exc
         server.ops = self
         self._server = server

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 from prometheus_client import Counter
 
-from stream_dedup.errors import ConfigError, StreamDedupError
-from stream_dedup.ops.http import Health, OpsServer
+from stream_dedup.errors import ConfigError
+from stream_dedup.ops.http import AddressError, Health, OpsServer
 from stream_dedup.ops.logs import configure_logging
 from stream_dedup.ops.metrics import WorkerMetrics, observe_many
 from stream_dedup.ops.status import MetricsHistory, RecentDuplicates
@@ -179,8 +179,8 @@ def observed_worker(settings: WorkerSettings, version: str) -> Iterator[MetricsE
         )
         try:
             server.start()
-        except StreamDedupError as error:
-            raise ConfigError("metrics_port", str(error)) from error
+        except AddressError as error:
+            raise ConfigError(f"metrics_{error.part}", str(error)) from error
     log.info(
         "stream-dedup %s starting: %s -> %s; metrics %s",
         version,

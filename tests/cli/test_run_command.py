@@ -54,6 +54,17 @@ def test_an_infinite_number_exits_2_naming_it_before_kafka_is_used(
     assert f"invalid setting '{flag[2:].replace('-', '_')}': must be a number from" in err
 
 
+def test_a_metrics_host_not_of_this_machine_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STREAM_DEDUP_METRICS_HOST", "999.1.1.1")
+    assert main(["run", "--bootstrap-servers", "127.0.0.1:1", "--metrics-port", "9", "--log-level", "ERROR"]) == 2
+    assert (
+        "invalid setting 'metrics_host': cannot serve metrics and health checks on 999.1.1.1:9"
+        in capsys.readouterr().err
+    )
+
+
 def test_an_unreachable_broker_exits_3_with_one_line_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", "--bootstrap-servers", "127.0.0.1:1", "--metrics-port", "0", "--log-level", "ERROR"])
     err = capsys.readouterr().err

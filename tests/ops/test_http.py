@@ -11,8 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from stream_dedup.errors import StreamDedupError
-from stream_dedup.ops.http import Health, OpsServer
+from stream_dedup.ops.http import AddressError, Health, OpsServer
 from stream_dedup.ops.metrics import WorkerMetrics
 
 
@@ -193,8 +192,18 @@ def test_close_stops_serving_and_releases_the_port(metrics: WorkerMetrics, healt
 
 
 def test_a_port_in_use_is_reported_with_the_address(server: OpsServer, metrics: WorkerMetrics, health: Health) -> None:
-    with pytest.raises(StreamDedupError, match=f"127.0.0.1:{server.port}"):
+    with pytest.raises(AddressError, match=f"127.0.0.1:{server.port}.*choose another port") as raised:
         OpsServer("127.0.0.1", server.port, metrics, health).start()
+    assert raised.value.part == "port"
+
+
+@pytest.mark.parametrize("host", ["999.1.1.1", "no-such-host.invalid"])
+def test_a_host_that_is_not_this_machines_is_blamed_on_the_host(
+    host: str, metrics: WorkerMetrics, health: Health
+) -> None:
+    with pytest.raises(AddressError, match="give an address of this machine") as raised:
+        OpsServer(host, 0, metrics, health).start()
+    assert raised.value.part == "host"
 
 
 def test_port_is_unknown_before_start(metrics: WorkerMetrics, health: Health) -> None:
