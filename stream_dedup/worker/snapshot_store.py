@@ -21,7 +21,7 @@ from typing import Any, Protocol, TypeVar
 
 from stream_dedup.config import settings_changes
 from stream_dedup.engine.snapshot import SnapshotImage, Snapshotted, capture_snapshot, malformed_as_corrupt
-from stream_dedup.errors import CorruptSnapshotError, ForeignSnapshotError
+from stream_dedup.errors import ConfigError, CorruptSnapshotError, ForeignSnapshotError
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +152,12 @@ class SnapshotStore:
     def __init__(self, directory: str | Path, kept: int) -> None:
         self.directory = Path(directory)
         self.kept = kept
-        self.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:  # a file of that name, no permission: the setting is wrong, not the code
+            raise ConfigError(
+                "snapshot_dir", f"cannot make the snapshot directory {self.directory}: {error.strerror}"
+            ) from error
         self._writer: threading.Thread | None = None
 
     def paths(self) -> list[Path]:

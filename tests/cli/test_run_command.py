@@ -65,6 +65,16 @@ def test_a_metrics_host_not_of_this_machine_exits_2_naming_it(
     )
 
 
+def test_a_snapshot_dir_that_is_a_file_exits_2_naming_it(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(run_command, "check_bootstrap_servers", lambda connection: None)
+    taken = tmp_path / "snapshots"
+    taken.write_text("not a directory")
+    assert main(["run", "--snapshot-dir", str(taken), "--metrics-port", "0", "--log-level", "ERROR"]) == 2
+    assert f"invalid setting 'snapshot_dir': cannot make the snapshot directory {taken}" in capsys.readouterr().err
+
+
 def test_an_unreachable_broker_exits_3_with_one_line_naming_it(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["run", "--bootstrap-servers", "127.0.0.1:1", "--metrics-port", "0", "--log-level", "ERROR"])
     err = capsys.readouterr().err

@@ -13,7 +13,7 @@ from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.sharding import ShardDetector, sequence_keys
 from stream_dedup.engine.snapshot import Snapshotted, load_shard_snapshot, load_snapshot
-from stream_dedup.errors import IncompatibleSnapshotError
+from stream_dedup.errors import ConfigError, IncompatibleSnapshotError
 from stream_dedup.lsh import IndexedBatch
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
 from tests.corpus import make_corpus
@@ -268,3 +268,10 @@ def test_a_snapshot_says_which_verdict_settings_changed_since_it_was_made(tmp_pa
     assert restored.settings_changed(made_with.verdict_settings()) is None
     assert restored.settings_changed(running.verdict_settings()) == "max_documents None -> 1000, threshold 0.8 -> 0.795"
     assert SnapshotCoverage(TOPIC, 20, {}).settings_changed(running.verdict_settings()) is None  # an older snapshot
+
+
+def test_a_snapshot_dir_that_is_a_file_is_refused_naming_the_setting(tmp_path: Path) -> None:
+    taken = tmp_path / "snapshots"
+    taken.write_text("not a directory")
+    with pytest.raises(ConfigError, match=f"'snapshot_dir': cannot make the snapshot directory {taken}: File exists"):
+        SnapshotStore(taken, kept=2)
