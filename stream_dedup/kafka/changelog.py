@@ -31,6 +31,7 @@ same records make the sequenced topic of a sharded stage
 (``docs/scale-out.md``): a batch's place in the order is its record's offset.
 """
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,12 +69,15 @@ class ChangelogEntry:
         input_topic: the topic the batch was read from.
         positions: input partition -> next offset to read, after this batch.
         final: whether this is the batch's last part.
+        settings: the detection settings the batch was judged under (``DetectionConfig.verdict_settings``),
+            if its writer said (a worker does; a signer, which judges nothing, and older releases do not).
     """
 
     documents: IndexedBatch
     input_topic: str
     positions: dict[int, int]
     final: bool = True
+    settings: Mapping[str, object] | None = None
 
 
 def encode_entry(
@@ -131,6 +135,7 @@ def decode_entry(value: bytes, digest: str, topic_setting: str = "changelog_topi
             input_topic=field(header, "input_topic", str),
             positions=_positions(header),
             final=field(header, "final", bool),
+            settings=_settings(header),
         )
 
 
@@ -150,6 +155,7 @@ def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
         input_topic=parts[-1].input_topic,
         positions=parts[-1].positions,
         final=parts[-1].final,
+        settings=parts[-1].settings,
     )
 
 
@@ -166,6 +172,7 @@ def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
         "input_topic": entry.input_topic,
         "positions": {str(p): o for p, o in sorted(entry.positions.items())},
         "final": entry.final,
+        "settings": entry.settings,
     }
     return pack_record(MAGIC, FORMAT_VERSION, header, arrays)
 
@@ -195,6 +202,7 @@ def _slice(entry: ChangelogEntry, start: int, stop: int, final: bool) -> Changel
         input_topic=entry.input_topic,
         positions=entry.positions,
         final=final,
+        settings=entry.settings,
     )
 
 
@@ -204,3 +212,11 @@ def _positions(header: dict[str, Any]) -> dict[int, int]:
     if not all(type(offset) is int for offset in positions.values()):
         raise ValueError("header field 'positions' holds an offset that is not an integer")
     return {int(partition): offset for partition, offset in positions.items()}
+
+
+def _settings(header: dict[str, Any]) -> dict[str, object] | None:
+    """The header's verdict settings, if it has them (ValueError when it holds anything else)."""
+    settings = header.get("settings")
+    if settings is not None and not isinstance(settings, dict):
+        raise ValueError("header field 'settings' is not a JSON object")
+    return settings

@@ -160,7 +160,9 @@ def judge_batch(
         truncated=truncated,
         # Every batch writes a changelog record, even one of only dead letters:
         # it carries the input positions a restore resumes from.
-        changelog_values=encode_entry(ChangelogEntry(indexed, input_topic, after), digest),
+        changelog_values=encode_entry(
+            ChangelogEntry(indexed, input_topic, after, settings=detector.config.verdict_settings()), digest
+        ),
         after=after,
         input_topic=input_topic,
         report=BatchReport(

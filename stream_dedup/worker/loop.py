@@ -246,6 +246,7 @@ class Worker:
                 0,
                 {},
                 self.events,
+                s.detection.verdict_settings(),
             )
             opened.callback(replay.close)
             # Restore before joining the group: a member that holds the

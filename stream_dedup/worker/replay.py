@@ -7,10 +7,12 @@ are never replayed: the index must hold exactly what published verdicts saw.
 
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from kafka import TopicPartition
 
+from stream_dedup.config import settings_changes
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.errors import ChangelogError, ReplayTimeoutError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
@@ -42,7 +44,10 @@ class ChangelogReplay:
         start_offset: int,
         positions: dict[int, int],
         events: WorkerEvents,
+        verdict_settings: Mapping[str, object] | None = None,
     ) -> None:
+        """``verdict_settings`` are this run's (``DetectionConfig.verdict_settings``): batches judged under
+        others are named in a WARNING (a standby taking over, a restart, under a changed setting)."""
         self.partition = TopicPartition(topic, 0)
         self.input_topic = input_topic
         self.digest = digest
@@ -50,6 +55,9 @@ class ChangelogReplay:
         self.positions = dict(positions)
         self.events = events
         self._pending: list[ChangelogEntry] = []
+        self.verdict_settings = verdict_settings
+        #: How the batches replayed last differed from this run's settings, as last said in a warning.
+        self._settings_warned: str | None = None
         self._consumer = partition_reader(
             connection,
             self.partition,
@@ -122,6 +130,7 @@ class ChangelogReplay:
             self._pending.append(entry)
             if not entry.final:
                 continue
+            self._check_settings(entry)
             batch = merge_parts(self._pending)
             self._pending.clear()
             if batch.documents.ids:
@@ -133,3 +142,22 @@ class ChangelogReplay:
             remaining = 0 if end is None else max(0, end - self._consumer.position(self.partition))
             self.events.replay_progress(applied, remaining)
         return applied
+
+    def _check_settings(self, entry: ChangelogEntry) -> None:
+        """Warn once batches come judged under other verdict settings than this run's, and when that changes.
+
+        Legitimate (an index of the same signatures runs under them), but the
+        verdicts on the output topic change with this replica, and an operator
+        should hear it: a standby of other settings takes over without a word otherwise.
+        """
+        if entry.settings is None or self.verdict_settings is None:
+            return
+        changed = settings_changes(entry.settings, self.verdict_settings)
+        if changed is not None and changed != self._settings_warned:
+            log.warning(
+                "changelog %s holds batches judged under other detection settings (%s): verdicts from here on "
+                "follow this run's",
+                self.partition.topic,
+                changed,
+            )
+        self._settings_warned = changed

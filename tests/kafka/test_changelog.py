@@ -22,10 +22,12 @@ def entry_of(texts: list[str], config: DetectionConfig | None = None) -> Changel
         np.arange(len(texts), dtype=np.float64) + 0.5,
         np.arange(len(texts), dtype=np.uint64) * np.uint64(7919) + np.uint64(2**60),
     )
-    return ChangelogEntry(documents, input_topic="documents", positions={0: 17, 2: 5})
+    settings = (config or DetectionConfig()).verdict_settings()
+    return ChangelogEntry(documents, input_topic="documents", positions={0: 17, 2: 5}, settings=settings)
 
 
 def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
+    assert left.settings == right.settings
     ours, theirs = left.documents, right.documents
     assert ours.ids == theirs.ids
     assert np.array_equal(ours.signed.sketches, theirs.signed.sketches)
@@ -80,6 +82,7 @@ def test_a_batch_of_only_dead_letters_still_records_its_positions() -> None:
     (value,) = encode_entry(ChangelogEntry(nothing, "documents", {1: 99}), DIGEST)
     decoded = decode_entry(value, DIGEST)
     assert (decoded.documents.ids, decoded.positions) == ([], {1: 99})
+    assert decoded.settings is None  # a writer that does not say (a signer, an older release)
 
 
 def test_a_record_of_an_older_format_is_refused_naming_the_formats() -> None:

@@ -1,8 +1,10 @@
 """The changelog's catch-up at restore: a replay that moves is never cut short; one that is stuck is."""
 
+import logging
 import time
 from typing import Any, NamedTuple
 
+import numpy as np
 import pytest
 from kafka import TopicPartition
 
@@ -10,7 +12,9 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.errors import ChangelogError, ReplayTimeoutError
 from stream_dedup.kafka import clients
+from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.lsh import IndexedBatch
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 
@@ -88,3 +92,49 @@ def test_a_damaged_record_stops_the_replay_naming_where_it_is_and_what_to_do(
 
     with pytest.raises(ChangelogError, match="topic 'changelog' partition 0 offset 7: the changelog record is damaged"):
         replay.catch_up(make_detector(DetectionConfig()))
+
+
+class SettingsConsumer(CrawlingConsumer):
+    """A changelog of four batches, judged under the settings of ``made_under`` in turn, one per poll."""
+
+    made_under: tuple[DetectionConfig, ...] = ()
+
+    def poll(self, timeout_ms: int, max_records: int) -> dict[Any, list[Any]]:
+        if self._position >= len(self.made_under):
+            return {}
+        config = self.made_under[self._position]
+        detector = make_detector(config)
+        batch = IndexedBatch(
+            [f"d{self._position}"], detector.sign(["some text"]), np.zeros(1), np.zeros(1, dtype=np.uint64)
+        )
+        entry = ChangelogEntry(batch, "documents", {0: self._position + 1}, settings=config.verdict_settings())
+        (value,) = encode_entry(entry, config.signature_fingerprint())
+        self._position += 1
+        return {TopicPartition("changelog", 0): [DamagedRecord(self._position - 1, value)]}
+
+
+def test_batches_judged_under_other_settings_are_named_in_a_warning_each_time_that_changes(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    ours = DetectionConfig()
+    theirs = DetectionConfig(threshold=0.795, max_bucket_size=50)  # the same signatures
+    monkeypatch.setattr(clients, "KafkaConsumer", SettingsConsumer)
+    monkeypatch.setattr(SettingsConsumer, "made_under", (theirs, theirs, ours, theirs))
+    monkeypatch.setattr(SettingsConsumer, "END", 4)
+    replay = ChangelogReplay(
+        KafkaConnection("127.0.0.1:9"),
+        "changelog",
+        "documents",
+        ours.signature_fingerprint(),
+        0,
+        {},
+        WorkerEvents(),
+        ours.verdict_settings(),
+    )
+
+    with caplog.at_level(logging.WARNING, logger="stream_dedup.worker.replay"):
+        assert replay.catch_up(make_detector(ours)) == 4
+
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2, warnings
+    assert "other detection settings (threshold 0.795 -> 0.8, max_bucket_size 50 -> 64)" in warnings[0]
