@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from stream_dedup.cli.containment_plan import containment_plan_lines
+from stream_dedup.cli.flag_types import whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.records import Record, input_lines, open_input, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
@@ -28,7 +29,12 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         "with --plot, draw the S-curve (and what the sample measured) to an SVG file.",
     )
     parser.add_argument("--sample", help="JSON-lines file of {id, text} to measure precision and recall on")
-    parser.add_argument("--sample-limit", type=int, default=5000, help="documents of the sample used (default 5000)")
+    parser.add_argument(
+        "--sample-limit",
+        type=whole_number(1, 10**7),
+        default=5000,
+        help="documents of the sample used (default 5000)",
+    )
     parser.add_argument(
         "--plot",
         metavar="FILE.svg",

@@ -17,6 +17,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from stream_dedup.cli.flag_types import rate, whole_number
 from stream_dedup.cli.options import add_connection_options
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
@@ -35,13 +36,20 @@ def add_parser(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("--topic", help="topic to send to (default: the input_topic setting, documents)")
-    parser.add_argument("--partitions", type=int, default=3, help="partitions if the topic must be created")
+    parser.add_argument(
+        "--partitions", type=whole_number(1, 10_000), default=3, help="partitions if the topic must be created"
+    )
     parser.add_argument(
         "--count",
-        type=int,
+        type=whole_number(0, 10**9),
         help="documents to send (default: the corpus once; more cycles it; 0 only creates the topic)",
     )
-    parser.add_argument("--rate", type=float, default=0.0, help="documents per second (default: as fast as possible)")
+    parser.add_argument(
+        "--rate",
+        type=rate,
+        default=0.0,
+        help="documents per second, 0.01 or more (default, 0: as fast as possible)",
+    )
     add_connection_options(parser)
     parser.set_defaults(run=produce_sample)
 

@@ -24,6 +24,7 @@ from typing import Any, TextIO
 
 from kafka import KafkaConsumer
 
+from stream_dedup.cli.flag_types import number, whole_number
 from stream_dedup.cli.options import add_connection_options, add_setting_flags
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.cli.terminal_text import Style, wants_colour
@@ -52,8 +53,10 @@ def add_parser(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("--topic", help="topic to read (default: the output_topic setting, verdicts)")
-    parser.add_argument("--count", type=int, help="stop after this many records")
-    parser.add_argument("--idle-seconds", type=float, default=10.0, help="stop after this long without records")
+    parser.add_argument("--count", type=whole_number(1, 10**12), help="stop after this many records")
+    parser.add_argument(
+        "--idle-seconds", type=number(0.0, 86_400.0), default=10.0, help="stop after this long without records"
+    )
     parser.add_argument(
         "--format",
         choices=("auto", "text", "json"),
@@ -73,7 +76,9 @@ def add_parser(subparsers: Any) -> None:
         help="under each duplicate, its text and its match's, fetched from the input topic (text format)",
     )
     parser.add_argument("--duplicates-only", action="store_true", help="print only duplicate verdicts")
-    parser.add_argument("--max-lines", type=int, help="print at most this many records (the rest are still read)")
+    parser.add_argument(
+        "--max-lines", type=whole_number(0, 10**12), help="print at most this many records (the rest are still read)"
+    )
     parser.add_argument("--dead-letters", action="store_true", help="read the dead_letter_topic too")
     parser.add_argument(
         "--summary",

@@ -1,0 +1,48 @@
+"""Types for the commands' own numeric flags: a value out of range is refused by the parser, naming the flag.
+
+Without them ``--count -5`` or ``--idle-seconds nan`` reached the code as
+given and failed there (a traceback, a wait without end), far from the flag
+that caused it. The stage's settings have their own checks
+(:mod:`stream_dedup.bounds`); these are for flags that are not settings.
+"""
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def whole_number(low: int, high: int) -> Callable[[str], int]:
+    """A flag type: a whole number from ``low`` to ``high``."""
+
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = None
+        if value is None or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be a whole number from {low} to {high}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def number(low: float, high: float) -> Callable[[str], float]:
+    """A flag type: a finite number from ``low`` to ``high``."""
+
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:  # NaN is never in range
+            raise argparse.ArgumentTypeError(f"must be a number from {low:g} to {high:g}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def rate(raw: str) -> float:
+    """A flag type: documents per second, 0 (as fast as possible) or from 0.01 to ten million."""
+    if raw.strip() in ("0", "0.0"):
+        return 0.0
+    return number(0.01, 1e7)(raw)

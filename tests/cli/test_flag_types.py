@@ -1,0 +1,33 @@
+"""The commands' own numeric flags: out of range, the parser refuses them naming the flag, before any work."""
+
+import pytest
+
+from stream_dedup.cli.flag_types import rate
+from stream_dedup.cli.main import main
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refused"),
+    [
+        (["produce-sample", "--count", "-5"], "--count: must be a whole number from 0"),
+        (["produce-sample", "--partitions", "0"], "--partitions: must be a whole number from 1"),
+        (["produce-sample", "--rate", "1e-300"], "--rate: must be a number from 0.01"),
+        (["watch", "--idle-seconds", "nan"], "--idle-seconds: must be a number from 0"),
+        (["watch", "--count", "-1"], "--count: must be a whole number from 1"),
+        (["watch", "--max-lines", "-1"], "--max-lines: must be a whole number from 0"),
+        (["params", "--sample-limit", "0"], "--sample-limit: must be a whole number from 1"),
+        (["params", "--sample-limit", "2.5"], "--sample-limit: must be a whole number from 1"),
+    ],
+)
+def test_a_flag_out_of_range_is_refused_naming_it(
+    arguments: list[str], refused: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(arguments)
+
+    assert exit_.value.code == 2
+    assert refused in capsys.readouterr().err
+
+
+def test_a_rate_of_zero_still_means_as_fast_as_possible() -> None:
+    assert rate("0") == 0.0 and rate("200") == 200.0
