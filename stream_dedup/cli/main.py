@@ -1,6 +1,8 @@
 """Entry point of the ``stream-dedup`` command."""
 
 import argparse
+import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -37,9 +39,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KafkaStartupError as error:  # 3: brokers unreachable, 4: brokers refused us
         print(f"stream-dedup: {error}", file=sys.stderr)
         return error.exit_code
+    except BrokenPipeError as error:
+        if _standard_output_unread():
+            return _end_quietly()
+        print(f"stream-dedup: {error}", file=sys.stderr)
+        return 1
     except (StreamDedupError, OSError) as error:
         print(f"stream-dedup: {error}", file=sys.stderr)
         return 1
+
+
+def _standard_output_unread() -> bool:
+    """Whether standard output is a pipe its reader has closed (``| head`` read what it wanted).
+
+    Polling a pipe's writing end reports an error once no reader is left; a
+    broken pipe of anything else (a socket) is an error to report.
+    """
+    poller = select.poll()
+    poller.register(sys.stdout.fileno(), select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _end_quietly() -> int:
+    """End as Unix tools do when their reader leaves: no message, the status a shell gives SIGPIPE (141).
+
+    What is still buffered for standard output can never be written, and
+    flushing it at exit would raise again, so standard output becomes /dev/null.
+    """
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + 13
 
 
 if __name__ == "__main__":

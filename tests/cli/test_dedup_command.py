@@ -197,6 +197,20 @@ def test_integer_ids_are_accepted_and_written_as_strings(tmp_path: Path) -> None
     ]
 
 
+def test_a_reader_that_stops_early_ends_the_run_quietly_with_sigpipes_status(tmp_path: Path) -> None:
+    """``stream-dedup dedup big.jsonl | head -1``: no traceback or error line, status 141 as a shell gives SIGPIPE."""
+    (tmp_path / "in.jsonl").write_bytes(jsonl(*({"id": str(i), "text": text(i)} for i in range(20_000))))
+    command = [sys.executable, "-m", "stream_dedup.cli.main", "dedup", "in.jsonl"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as run:
+        assert run.stdout is not None and run.stderr is not None
+        assert json.loads(run.stdout.readline())["id"] == "0"
+        run.stdout.close()
+        errors = run.stderr.read().decode()
+        assert run.wait(timeout=60) == 141
+    assert "Broken pipe" not in errors and "Traceback" not in errors
+
+
 def test_reads_standard_input_and_writes_standard_output_by_default(tmp_path: Path) -> None:
     original = text(3)
     stdin = jsonl({"id": "a", "text": original}, {"id": "b", "text": near_copy(original)})
