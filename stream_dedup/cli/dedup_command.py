@@ -12,12 +12,15 @@ from typing import TextIO
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.progress import Progress
-from stream_dedup.cli.records import Record, Reject, input_lines, open_input, read_records
+from stream_dedup.cli.records import Record, Reject, input_lines, read_records
 from stream_dedup.engine import Verdict, make_detector
+from stream_dedup.errors import InputError
 from stream_dedup.text.spool import TextSpool
 
 #: Documents per detector batch: large enough to amortise numpy calls.
 BATCH_SIZE = 4096
+#: Rejected lines named on standard error, each on a line of its own; the rejects file has them all.
+REJECTS_SHOWN = 10
 
 
 def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
@@ -52,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
     rejected = 0
     with ExitStack() as stack:
-        source = sys.stdin if args.input == "-" else stack.enter_context(open_input(args.input))
+        source = input_lines(args.input)
         # Opened now: a report path that cannot be written fails before the run, not after it, and
         # before the verdicts file is opened (emptied): an earlier run's verdicts are not lost to a typo.
         report_file = stack.enter_context(open(args.report, "w", encoding="utf-8")) if args.report else None
@@ -61,18 +64,15 @@ def run(args: argparse.Namespace) -> int:
         rejects_file: TextIO | None = None
         # The texts of pairs too near the threshold for the sketch (see engine.text_verification).
         spool = stack.enter_context(TextSpool()) if config.settles_with_texts else None
-        records = read_records(input_lines(source), args.id_field, args.text_field, config.shingling().folding)
+        records = read_records(source, args.id_field, args.text_field, config.shingling().folding)
         for batch, bad in _batches(records):
             for reject in bad:
                 if rejects_file is None:
                     rejects_file = stack.enter_context(open(rejects_path, "w", encoding="utf-8"))
                 # ASCII escapes keep a line that was not UTF-8 writable, byte for byte.
                 rejects_file.write(json.dumps(reject.to_dict()) + "\n")
-                print(
-                    f"line {reject.line}: {reject.reason} (written to {rejects_path})",
-                    file=sys.stderr,
-                )
-            rejected += len(bad)
+                _tell_reject(reject, rejected, rejects_path)
+                rejected += 1
             if batch:
                 ids, texts, lines = [r.id for r in batch], [r.text for r in batch], [r.line for r in batch]
                 if spool is not None:
@@ -91,13 +91,24 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tell_reject(reject: Reject, earlier: int, rejects_path: Path) -> None:
+    """Name the first :data:`REJECTS_SHOWN` rejected lines on standard error, then say that the rest are not.
+
+    A wrong file (binary, or another format) rejects every line: a line on
+    the terminal for each would bury the summary under millions.
+    """
+    if earlier < REJECTS_SHOWN:
+        print(f"line {reject.line}: {reject.reason} (written to {rejects_path})", file=sys.stderr)
+    elif earlier == REJECTS_SHOWN:
+        print(f"more lines rejected: see {rejects_path} (the summary counts them)", file=sys.stderr)
+
+
 def _report_page(args: argparse.Namespace, report: DedupReport, rejected: int, seconds: float) -> str:
     """The report, with the example texts read back from the input file (standard input cannot be)."""
     examples = None
     if args.input != "-":
         wanted = {line for cluster in report.largest_clusters() for line in (cluster.original, *cluster.copies)}
-        with open_input(args.input) as again:
-            examples = read_examples(input_lines(again), wanted, args.id_field, args.text_field)
+        examples = read_examples(input_lines(args.input), wanted, args.id_field, args.text_field)
     return report.render("standard input" if args.input == "-" else args.input, rejected, seconds, examples)
 
 
@@ -128,16 +139,26 @@ def verdict_record(verdict: Verdict, line: int) -> dict[str, object]:
 
 
 def _batches(records: Iterator[Record | Reject]) -> Iterator[tuple[list[Record], list[Reject]]]:
-    """Group records into detector batches; rejects travel with the batch they interrupt."""
+    """Group records into detector batches; rejects travel with the batch they interrupt.
+
+    Input that cannot be read on (a cut or damaged compressed file) ends the
+    run with its error, after the records read before it are judged.
+    """
     batch: list[Record] = []
     bad: list[Reject] = []
-    for item in records:
-        if isinstance(item, Reject):
-            bad.append(item)
-        else:
-            batch.append(item)
-        if len(batch) >= BATCH_SIZE:
-            yield batch, bad
-            batch, bad = [], []
+    unreadable: InputError | None = None
+    try:
+        for item in records:
+            if isinstance(item, Reject):
+                bad.append(item)
+            else:
+                batch.append(item)
+            if len(batch) >= BATCH_SIZE:
+                yield batch, bad
+                batch, bad = [], []
+    except InputError as error:
+        unreadable = error
     if batch or bad:
         yield batch, bad
+    if unreadable is not None:
+        raise unreadable

@@ -10,7 +10,7 @@ import numpy as np
 from stream_dedup.cli.containment_plan import containment_plan_lines
 from stream_dedup.cli.flag_types import whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
-from stream_dedup.cli.records import Record, input_lines, open_input, read_records
+from stream_dedup.cli.records import Record, input_lines, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
 from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
 from stream_dedup.engine.evaluation import RealisedCurve, measure, realised_curve
@@ -92,10 +92,8 @@ def _print_hamming_layout(config: DetectionConfig) -> None:
 
 def _sample_accuracy(path: str, limit: int, config: DetectionConfig) -> list[str]:
     """Print the method's precision and recall on the sample against exact Jaccard; return its texts."""
-    with open_input(path) as source:
-        records = [
-            r for r in read_records(input_lines(source), folding=config.shingling().folding) if isinstance(r, Record)
-        ]
+    lines = input_lines(path)
+    records = [r for r in read_records(lines, folding=config.shingling().folding) if isinstance(r, Record)]
     texts = [r.text for r in records[:limit]]
     result = measure(texts, config)
     t = config.threshold

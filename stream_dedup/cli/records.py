@@ -4,10 +4,13 @@ A malformed line never aborts a run and never vanishes: it becomes a
 :class:`Reject` with its line number and reason, written to the rejects file.
 """
 
+import io
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import TextIO
+from typing import cast
 
+from stream_dedup.cli.compressed_input import READ_ERRORS, decompressed, unreadable
 from stream_dedup.engine.documents import Refusal, read_json_document
 from stream_dedup.text.normalize import DEFAULT_FOLDING, Folding
 
@@ -16,21 +19,38 @@ from stream_dedup.text.normalize import DEFAULT_FOLDING, Folding
 INPUT_ENCODING = "utf-8-sig"
 
 
-def open_input(path: str) -> TextIO:
-    """The input file at ``path``, read as :func:`input_lines` reads it."""
-    return open(path, encoding=INPUT_ENCODING, errors="surrogateescape", newline="\n")
+def input_lines(path: str) -> Iterator[str]:
+    """Lines of the input file at ``path`` (``-``: standard input), ended by ``\\n`` alone.
 
-
-def input_lines(source: TextIO) -> Iterator[str]:
-    """Lines of ``source`` (standard input, or :func:`open_input`'s), ended by ``\\n`` alone.
-
-    A carriage return is not a line end: inside a record it is JSON
-    whitespace, and splitting there would reject a good record as two bad
-    lines and shift every later line number from the one ``wc -l`` and an
-    editor give. Bytes that are not UTF-8 become lone surrogates, rejected later.
+    The input is opened now, so that one that cannot be fails before
+    anything is written; it is read as it is iterated, and decompressed if
+    it is compressed (:mod:`~stream_dedup.cli.compressed_input`). A carriage
+    return is not a line end: inside a record it is JSON whitespace, and
+    splitting there would reject a good record as two bad lines and shift
+    every later line number from the one ``wc -l`` and an editor give. Bytes
+    that are not UTF-8 become lone surrogates, rejected later.
     """
-    source.reconfigure(encoding=INPUT_ENCODING, errors="surrogateescape", newline="\n")  # type: ignore[attr-defined]
-    yield from source
+    raw = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115 (_lines closes it)
+    try:
+        binary = decompressed(cast(io.BufferedReader, raw))
+    except BaseException:
+        raw.close()
+        raise
+    text = io.TextIOWrapper(binary, encoding=INPUT_ENCODING, errors="surrogateescape", newline="\n")
+    return _lines(text, "standard input" if path == "-" else path)
+
+
+def _lines(text: io.TextIOWrapper, name: str) -> Iterator[str]:
+    read = 0
+    try:
+        for line in text:
+            yield line
+            read += 1
+    except READ_ERRORS as error:
+        raise unreadable(name, read, error) from error
+    finally:
+        if name != "standard input":
+            text.close()
 
 
 @dataclass(frozen=True)
