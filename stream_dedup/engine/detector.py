@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.distinct import distinct_sorted
 from stream_dedup.engine.containment import ContainmentSearch, containment_verdicts
 from stream_dedup.engine.detection import BestMatches, DetectorStats, DuplicateDetector, verdicts_of
 from stream_dedup.engine.pairs import (
@@ -245,7 +246,7 @@ class Detector(DuplicateDetector):
         document_texts: DocumentTexts | None,
     ) -> MeasuredPairs:
         """Every candidate pair once, with its Jaccard estimate and the similarity verification judges."""
-        packed = np.unique((rows.astype(np.int64) << _SEQ_BITS) | seqs)
+        packed = distinct_sorted((rows.astype(np.int64) << _SEQ_BITS) | seqs)
         self.stats.candidates += int(packed.size)
         self.last_batch_candidates = np.bincount(packed >> _SEQ_BITS, minlength=len(batch.ids))
         rows = (packed >> _SEQ_BITS).astype(np.intp)

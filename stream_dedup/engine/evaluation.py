@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.distinct import distinct_sorted
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.lsh.generation import SignedBatch
 from stream_dedup.sketch.bit_sketch import bit_agreements, estimate_similarity
@@ -56,7 +57,7 @@ def shingle_hash_sets(texts: Sequence[str], config: DetectionConfig) -> list[npt
     sets: list[npt.NDArray[np.uint64]] = [np.empty(0, np.uint64)] * len(texts)
     for chunk in shingle_chunks(normalized, hasher.shingling, hasher.seed):
         for row, hashes, count in zip(chunk.rows, chunk.hashes, chunk.counts, strict=True):
-            sets[row] = np.unique(hashes[:count])
+            sets[row] = distinct_sorted(hashes[:count])
     return sets
 
 

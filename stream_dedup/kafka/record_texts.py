@@ -63,6 +63,7 @@ import numpy.typing as npt
 import zstandard
 from kafka.errors import KafkaError
 
+from stream_dedup.distinct import distinct_sorted
 from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, coordinates_of, document_text, match_coordinates
@@ -167,7 +168,7 @@ class RecordTexts:
         """
         partitions, offsets = coordinates_of(sources[sources != NO_SOURCE])
         self._spans = {}
-        for partition in np.unique(partitions).tolist():
+        for partition in distinct_sorted(partitions).tolist():
             held = offsets[partitions == partition]
             start, end = int(held.min()), int(held.max()) + 1
             if end - start <= _SPAN_SLACK * held.size + _SPAN_EXTRA:
