@@ -38,4 +38,5 @@ def _line(documents: int, duplicates: int, elapsed: float) -> str:
     share = 100.0 * duplicates / documents if documents else 0.0
     rate = documents / elapsed if elapsed > 0 else 0.0
     counts = f"{counted(documents, 'document')}, {counted(duplicates, 'duplicate')}"
-    return f"{counts} ({share:.1f}%), {elapsed:.1f} s, {rate:,.0f} documents/s"
+    # Under 10 a second (documents of megabytes), a whole number would say 0 or round by half.
+    return f"{counts} ({share:.1f}%), {elapsed:.1f} s, {rate:,.{0 if rate >= 10 else 2}f} documents/s"
