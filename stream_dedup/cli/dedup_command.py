@@ -11,6 +11,7 @@ from typing import TextIO
 
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.options import add_detection_options, config_from
+from stream_dedup.cli.output_paths import refuse_clashes
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import Record, Reject, input_lines, read_records
 from stream_dedup.engine import Verdict, make_detector
@@ -53,6 +54,8 @@ def run(args: argparse.Namespace) -> int:
     detector = make_detector(config)
     progress = Progress()
     rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
+    written = {"--output": args.output, "--report": args.report, "--rejects": str(rejects_path)}
+    refuse_clashes(args.input, {flag: path for flag, path in written.items() if path and path != "-"})
     rejected = 0
     with ExitStack() as stack:
         source = input_lines(args.input)

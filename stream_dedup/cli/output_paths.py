@@ -1,0 +1,42 @@
+"""Refusing an output path that names the input, or another output, before anything is opened.
+
+``dedup in.jsonl -o in.jsonl`` would empty the input as it is read (the
+verdicts of half of it, the rest lost), and a report or rejects file on the
+verdicts file would interleave the two. Paths are the same file when they
+are one existing regular file (links and ``..`` included), or would be one
+once made.
+"""
+
+import os
+import stat
+from pathlib import Path
+
+from stream_dedup.errors import ConfigError
+
+
+def refuse_clashes(input_path: str, outputs: dict[str, str]) -> None:
+    """Raise :class:`ConfigError` naming the flag of an output that is the input or an earlier output.
+
+    ``outputs``: ``{flag: path}``, in the order the messages should prefer.
+    """
+    seen: dict[tuple[int, int] | Path | None, str] = {}
+    if input_path != "-":
+        seen[_identity(input_path)] = "the input"
+    for flag, path in outputs.items():
+        identity = _identity(path)
+        if identity is not None and identity in seen:
+            raise ConfigError(flag, f"{path} is {seen[identity]}: writing it would destroy what is read or written")
+        seen[identity] = f"the file of {flag}"
+
+
+def _identity(path: str) -> tuple[int, int] | Path | None:
+    """What tells a file from every other: its device and inode if it exists, else its absolute path.
+
+    ``None`` for what is not a regular file (``/dev/null``, a named pipe):
+    writing there twice destroys nothing.
+    """
+    try:
+        status = os.stat(path)
+    except OSError:
+        return Path(path).resolve()
+    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None

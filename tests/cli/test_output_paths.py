@@ -1,0 +1,51 @@
+"""``stream-dedup dedup`` refuses to write over its input, or two of its outputs into one file."""
+
+from pathlib import Path
+
+import pytest
+
+from .test_dedup_command import jsonl, run_cli, text
+
+CLASHES = {
+    "output is the input": (["in.jsonl", "-o", "in.jsonl"], "--output", "in.jsonl is the input"),
+    "output is the input by another path": (["in.jsonl", "-o", "../work/in.jsonl"], "--output", "is the input"),
+    "output is a link to the input": (["in.jsonl", "-o", "link.jsonl"], "--output", "link.jsonl is the input"),
+    "report is the input": (["in.jsonl", "-o", "out.jsonl", "--report", "in.jsonl"], "--report", "is the input"),
+    "rejects are the input": (["in.jsonl", "--rejects", "in.jsonl"], "--rejects", "is the input"),
+    "rejects are the verdicts": (
+        ["in.jsonl", "-o", "out.jsonl", "--rejects", "out.jsonl"],
+        "--rejects",
+        "out.jsonl is the file of --output",
+    ),
+    "report is the verdicts, neither made yet": (
+        ["in.jsonl", "-o", "new.jsonl", "--report", "./new.jsonl"],
+        "--report",
+        "is the file of --output",
+    ),
+}
+
+
+@pytest.mark.parametrize("args, flag, says", CLASHES.values(), ids=CLASHES.keys())
+def test_a_path_that_would_overwrite_what_is_read_or_written_is_refused_before_anything_is_touched(
+    tmp_path: Path, args: list[str], flag: str, says: str
+) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    data = jsonl(*({"id": str(i), "text": text(i)} for i in range(50)))
+    (work / "in.jsonl").write_bytes(data)
+    (work / "link.jsonl").symlink_to(work / "in.jsonl")
+    (work / "out.jsonl").write_text("an earlier run's verdicts\n")
+
+    result = run_cli(*args, cwd=work)
+
+    assert result.returncode == 2
+    assert f"invalid setting '{flag}'" in result.stderr.decode() and says in result.stderr.decode()
+    assert (work / "in.jsonl").read_bytes() == data
+    assert (work / "out.jsonl").read_text() == "an earlier run's verdicts\n"
+    assert not (work / "new.jsonl").exists()
+
+
+def test_devices_may_take_every_output(tmp_path: Path) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
+    result = run_cli("in.jsonl", "-o", "/dev/null", "--report", "/dev/null", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr.decode()
