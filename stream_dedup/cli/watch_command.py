@@ -216,6 +216,6 @@ def _next_steps(settings: WorkerSettings) -> list[str]:
     docs = "docs/watch.md (this command), docs/verdicts.md (the verdicts), docs/operating.md (metrics, alerts)"
     if settings.metrics_port == 0:
         return ["the worker's metrics are off (metrics_port = 0)", docs]
-    host = "127.0.0.1" if settings.metrics_host in ("", "0.0.0.0", "::") else settings.metrics_host
+    host = "127.0.0.1" if settings.metrics_host in ("0.0.0.0", "::") else settings.metrics_host
     base = f"http://{f'[{host}]' if ':' in host else host}:{settings.metrics_port}"
     return [f"status page {base}/", f"metrics {base}/metrics", docs]

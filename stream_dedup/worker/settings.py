@@ -241,6 +241,7 @@ class WorkerSettings(ConnectionSettings):
         self._check_numbers()
         self._check_choices()
         self._check_roles()
+        self._check_metrics_host()
 
     def _check_names(self, defaulted: list[str]) -> None:
         """Check the names Kafka will see; a topic ``defaulted`` from ``group_id`` is reported as ``group_id``."""
@@ -300,6 +301,14 @@ class WorkerSettings(ConnectionSettings):
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
+
+    def _check_metrics_host(self) -> None:
+        """Refuse an empty host: the socket would read it as every interface, exposing the status page unasked."""
+        if not self.metrics_host.strip():
+            raise ConfigError(
+                "metrics_host",
+                "must not be empty: write 0.0.0.0 or :: to serve on every interface, 127.0.0.1 for this machine only",
+            )
 
     def _check_roles(self) -> None:
         if self.shards < 1:

@@ -142,6 +142,24 @@ def test_a_number_out_of_its_range_is_refused_naming_the_setting_and_the_range(
         resolve_settings({setting: value}, {})
 
 
+@pytest.mark.parametrize(
+    ("flags", "environ", "line"),
+    [
+        ({"metrics_host": ""}, {}, ""),
+        ({}, {"STREAM_DEDUP_METRICS_HOST": " "}, ""),
+        ({}, {}, 'metrics_host = ""'),
+    ],
+)
+def test_an_empty_metrics_host_is_refused_not_read_as_every_interface(
+    flags: dict[str, str], environ: dict[str, str], line: str, tmp_path: Path
+) -> None:
+    """Python binds "" to every interface: exposing the status page must be written out (0.0.0.0 or ::)."""
+    config = tmp_path / "stage.toml"
+    config.write_text(line + "\n")
+    with pytest.raises(ConfigError, match=re.escape("'metrics_host': must not be empty: write 0.0.0.0 or ::")):
+        resolve_settings(flags, environ, str(config))
+
+
 def test_a_batch_wait_as_long_as_the_shutdown_grace_is_refused() -> None:
     with pytest.raises(ConfigError, match="'batch_timeout_ms': must be less than shutdown_grace_seconds x 1000 = 5000"):
         resolve_settings({"batch_timeout_ms": "5000", "shutdown_grace_seconds": "5"}, {})
