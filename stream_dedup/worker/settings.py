@@ -313,6 +313,13 @@ class WorkerSettings(ConnectionSettings):
     def _check_roles(self) -> None:
         if self.shards < 1:
             raise ConfigError("shards", f"must be at least 1, got {self.shards}")
+        if self.role == "all" and self.shards != 1:
+            # Checked before the index_slots rule below, which would send the user to the wrong setting.
+            raise ConfigError(
+                "shards",
+                f"is {self.shards}, but role all runs the whole index in one process and would ignore it: "
+                "set shards to 1, or role to signer, shard or judge for a sharded stage (docs/scale-out.md)",
+            )
         if not 0 <= self.shard_index < self.shards:
             raise ConfigError(
                 "shard_index", f"must be from 0 to shards - 1 = {self.shards - 1}, got {self.shard_index}"

@@ -65,6 +65,23 @@ def test_a_metrics_host_not_of_this_machine_exits_2_naming_it(
     )
 
 
+@pytest.mark.parametrize("given_in", ["flags", "config file"])
+def test_shards_with_the_all_in_one_role_exit_2_naming_both_before_kafka_is_used(
+    given_in: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    def contacted(connection: object) -> None:
+        raise AssertionError("Kafka was used before the settings were refused")
+
+    monkeypatch.setattr(run_command, "check_bootstrap_servers", contacted)
+    config = tmp_path / "stage.toml"
+    config.write_text('role = "all"\nshards = 3\n')
+    chosen = ["--config", str(config)] if given_in == "config file" else ["--role", "all", "--shards", "3"]
+    assert main(["run", *chosen, "--index-slots", "12", "--metrics-port", "0", "--log-level", "ERROR"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid setting 'shards': is 3, but role all runs the whole index in one process" in err
+    assert "set shards to 1, or role to signer, shard or judge" in err
+
+
 def test_a_snapshot_dir_that_is_a_file_exits_2_naming_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -255,8 +255,12 @@ def test_each_role_gets_its_own_group_and_transactional_id_under_one_group_id() 
     [
         ({"ROLE": "sharder"}, "role", "all, signer, shard, judge"),
         ({"SHARDS": "0"}, "shards", "at least 1"),
-        ({"SHARDS": "3", "SHARD_INDEX": "3", "INDEX_SLOTS": "6"}, "shard_index", "0 to shards - 1 = 2"),
-        ({"SHARDS": "4", "INDEX_SLOTS": "6"}, "shards", "must divide index_slots=6"),
+        # The single process holds the whole index: a shard count would be ignored, not obeyed.
+        ({"SHARDS": "3", "INDEX_SLOTS": "12"}, "shards", "is 3, but role all"),
+        ({"ROLE": "all", "SHARDS": "4"}, "shards", "is 4, but role all"),
+        ({"ROLE": "shard", "SHARDS": "3", "SHARD_INDEX": "3", "INDEX_SLOTS": "6"}, "shard_index", "0 to shards - 1"),
+        ({"ROLE": "judge", "SHARDS": "4", "INDEX_SLOTS": "6"}, "shards", "must divide index_slots=6"),
+        ({"SHARD_INDEX": "1"}, "shard_index", "0 to shards - 1 = 0"),
         ({"ROLE": "judge", "UNIQUE_TOPIC": "x.answers", "ANSWERS_TOPIC": "x.answers"}, "unique_topic", "must differ"),
         ({"ROLE": "signer", "SEQUENCED_TOPIC": "documents"}, "input_topic", "must differ from sequenced_topic"),
         # A signer's dead letters would land among the signature records, and every shard fail on them for good.
