@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
+from stream_dedup.cli.flag_types import non_empty_text
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.output_paths import refuse_clashes
 from stream_dedup.cli.progress import Progress
@@ -34,17 +35,23 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     parser.add_argument("--output", "-o", default="-", help="verdicts file (default: standard output)")
     parser.add_argument(
         "--rejects",
+        type=non_empty_text,
         help="where malformed lines go (default: OUTPUT.rejects.jsonl, or rejects.jsonl when writing "
         "to standard output); created only if a line is rejected",
     )
     parser.add_argument(
         "--report",
+        type=non_empty_text,
         metavar="FILE.html",
         help="also write a self-contained HTML report: counts, a histogram of the duplicates' similarities "
         "and the largest clusters of copies with example texts",
     )
-    parser.add_argument("--id-field", default="id", help="record field holding the id (default: id)")
-    parser.add_argument("--text-field", default="text", help="record field holding the text (default: text)")
+    parser.add_argument(
+        "--id-field", type=non_empty_text, default="id", help="record field holding the id (default: id)"
+    )
+    parser.add_argument(
+        "--text-field", type=non_empty_text, default="text", help="record field holding the text (default: text)"
+    )
     add_detection_options(parser)
     parser.set_defaults(run=run)
 

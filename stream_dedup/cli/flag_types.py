@@ -1,9 +1,11 @@
-"""Types for the commands' own numeric flags: a value out of range is refused by the parser, naming the flag.
+"""Types for the commands' own flags: a value out of range, or empty, is refused by the parser, naming the flag.
 
 Without them ``--count -5`` or ``--idle-seconds nan`` reached the code as
 given and failed there (a traceback, a wait without end), far from the flag
-that caused it. The stage's settings have their own checks
-(:mod:`stream_dedup.bounds`); these are for flags that are not settings.
+that caused it; and ``--topic=`` or ``--report=`` read as the flag left out
+(the default topic, no report) without a word. The stage's settings have
+their own checks (:mod:`stream_dedup.bounds`); these are for flags that are
+not settings.
 """
 
 import argparse
@@ -46,3 +48,15 @@ def rate(raw: str) -> float:
     if raw.strip() in ("0", "0.0"):
         return 0.0
     return number(0.01, 1e7)(raw)
+
+
+def non_empty_text(raw: str) -> str:
+    """A flag type: text of at least one character (a topic, a file, a field name).
+
+    The commands read a flag's absence as "use the default" (``args.topic or
+    ...``), so an empty value would silently mean the flag was not given; and an
+    empty field name would reject every record for lacking it.
+    """
+    if not raw:
+        raise argparse.ArgumentTypeError("must not be empty")
+    return raw

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import MISSING, Field, fields
 from typing import Any
 
+from stream_dedup.cli.flag_types import non_empty_text
 from stream_dedup.cli.settings_sources import CONFIG_VARIABLE
 from stream_dedup.config import DetectionConfig
 from stream_dedup.worker.settings import ConnectionSettings
@@ -23,7 +24,7 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     environment and the file); :func:`~stream_dedup.cli.settings_sources.resolve_settings`
     layers them.
     """
-    parser.add_argument("--config", help=f"TOML file of settings (or {CONFIG_VARIABLE})")
+    parser.add_argument("--config", type=non_empty_text, help=f"TOML file of settings (or {CONFIG_VARIABLE})")
     add_setting_flags(parser, "kafka connection", fields(ConnectionSettings))
 
 

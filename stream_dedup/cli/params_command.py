@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from stream_dedup.cli.containment_plan import containment_plan_lines
-from stream_dedup.cli.flag_types import whole_number
+from stream_dedup.cli.flag_types import non_empty_text, whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.records import Record, input_lines, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
@@ -28,7 +28,9 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         "recall, and, with --sample, precision and recall against exact Jaccard; "
         "with --plot, draw the S-curve (and what the sample measured) to an SVG file.",
     )
-    parser.add_argument("--sample", help="JSON-lines file of {id, text} to measure precision and recall on")
+    parser.add_argument(
+        "--sample", type=non_empty_text, help="JSON-lines file of {id, text} to measure precision and recall on"
+    )
     parser.add_argument(
         "--sample-limit",
         type=whole_number(1, 10**7),
@@ -37,6 +39,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
     )
     parser.add_argument(
         "--plot",
+        type=non_empty_text,
         metavar="FILE.svg",
         help="draw the S-curve and the threshold (SimHash: the chance of a pair within --max-hamming bits) to this "
         "SVG file; with --sample, also the share of the sample's pairs detected, by exact Jaccard",

@@ -1,4 +1,4 @@
-"""The commands' own numeric flags: out of range, the parser refuses them naming the flag, before any work."""
+"""The commands' own flags: out of range or empty, the parser refuses them naming the flag, before any work."""
 
 import pytest
 
@@ -20,6 +20,36 @@ from stream_dedup.cli.main import main
     ],
 )
 def test_a_flag_out_of_range_is_refused_naming_it(
+    arguments: list[str], refused: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(arguments)
+
+    assert exit_.value.code == 2
+    assert refused in capsys.readouterr().err
+
+
+#: Where Kafka is not: were an empty flag let through, the command would fail to connect, not reach a broker.
+_NO_BROKER = ["--bootstrap-servers", "127.0.0.1:1"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "refused"),
+    [
+        # Every record would be rejected for lacking a field named "".
+        (["dedup", "missing.jsonl", "--id-field="], "--id-field: must not be empty"),
+        (["dedup", "missing.jsonl", "--text-field="], "--text-field: must not be empty"),
+        # The rest would each silently mean the flag's absence: a default path, no report, a default topic.
+        (["dedup", "missing.jsonl", "--rejects="], "--rejects: must not be empty"),
+        (["dedup", "missing.jsonl", "--report="], "--report: must not be empty"),
+        (["params", "--sample="], "--sample: must not be empty"),
+        (["params", "--plot="], "--plot: must not be empty"),
+        (["produce-sample", "--topic=", *_NO_BROKER], "--topic: must not be empty"),
+        (["watch", "--topic=", *_NO_BROKER], "--topic: must not be empty"),
+        (["produce-sample", "--config=", *_NO_BROKER], "--config: must not be empty"),
+    ],
+)
+def test_an_empty_text_flag_is_refused_naming_it_not_read_as_left_out(
     arguments: list[str], refused: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_:
