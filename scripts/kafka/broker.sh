@@ -4,9 +4,11 @@
 #
 #   broker.sh fetch                          fetch the jars once into .cache/kafka/libs
 #   broker.sh start [--port N] [--data DIR] [--sasl-port M --sasl-user NAME:PASSWORD ...]
+#                   [--override KEY=VALUE ...]
 #                                            start on 127.0.0.1:N (default 9092), print bootstrap;
 #                                            with --sasl-port, also a SASL_PLAINTEXT listener
-#                                            (mechanism PLAIN) on 127.0.0.1:M for the given users
+#                                            (mechanism PLAIN) on 127.0.0.1:M for the given users;
+#                                            each --override sets a broker property (last wins)
 #   broker.sh stop  [--data DIR]             SIGTERM, then SIGKILL after a timeout
 #   broker.sh status [--data DIR]
 #
@@ -95,6 +97,17 @@ listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.secu
 EOF
 }
 
+# The --override lines, after everything else: Kafka takes the last value of a key, so they
+# win over the lines above (a test of a broker with limits other than Kafka's defaults).
+override_config() {
+    local override
+    echo "# --override"
+    for override in "${OVERRIDES[@]}"; do
+        [[ $override =~ ^[a-z0-9._-]+=[^$'\n']*$ ]] || die "bad --override (KEY=VALUE): $override"
+        echo "$override"
+    done
+}
+
 write_config() {  # $1 = client port, $2 = controller port, $3 = SASL port or empty
     local listeners="PLAINTEXT://127.0.0.1:$1" protocols="PLAINTEXT:PLAINTEXT"
     if [[ $3 ]]; then
@@ -138,6 +151,7 @@ log.retention.bytes=268435456
 log.retention.check.interval.ms=60000
 EOF
     if [[ $3 ]]; then sasl_config >>"$DATA/server.properties"; fi
+    if ((${#OVERRIDES[@]})); then override_config >>"$DATA/server.properties"; fi
     cat >"$DATA/log4j2.properties" <<'EOF'
 appender.out.type = Console
 appender.out.name = OUT
@@ -223,13 +237,14 @@ status() {
 }
 
 cmd=${1:-}; shift || true
-PORT="" DATA="$CACHE/data" SASL_PORT="" SASL_USERS=()
+PORT="" DATA="$CACHE/data" SASL_PORT="" SASL_USERS=() OVERRIDES=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --port) PORT=${2:?--port needs a value}; shift 2 ;;
         --data) DATA=${2:?--data needs a value}; shift 2 ;;
         --sasl-port) SASL_PORT=${2:?--sasl-port needs a value}; shift 2 ;;
         --sasl-user) SASL_USERS+=("${2:?--sasl-user needs NAME:PASSWORD}"); shift 2 ;;
+        --override) OVERRIDES+=("${2:?--override needs KEY=VALUE}"); shift 2 ;;
         *) die "unknown argument: $1" ;;
     esac
 done
@@ -240,5 +255,5 @@ case $cmd in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    *) sed -n '2,13s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac

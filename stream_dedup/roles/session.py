@@ -26,6 +26,10 @@ fenced, transaction timed out, a lost      ends, a new one starts after 1-30   s
 join)                                      s with fresh state; the broker (or  {outcome="aborted"}``
                                            the next ``init_transactions``)
                                            aborts the open transaction
+the brokers refuse one of our timeouts     ``raise_if_timeout_refused`` in     "stream-dedup: invalid setting
+(their transaction.max.timeout.ms, or      ``RoleRunner.run``: exit 2, no new  'transaction_timeout_seconds'" (or
+group.min/max.session.timeout.ms)          session (each would be refused      'session_timeout_seconds'), naming
+                                           the same)                           the brokers' setting
 a record that is not ours, or of other     raised: the process exits 1         the message names the topic and the
 signature parameters or shard count                                            setting
 kill -9                                    the broker aborts the open          a standby, or the restarted process,
@@ -49,6 +53,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.kafka.assignments import AssignmentNotes
+from stream_dedup.kafka.broker_limits import raise_if_timeout_refused
 from stream_dedup.kafka.clients import (
     SessionBackoff,
     assigned_lag,
@@ -157,7 +162,9 @@ class RoleRunner:
         """Sessions, one after another, until stopped.
 
         A :class:`KafkaError` ends the session and a new one starts after a
-        pause (:class:`~stream_dedup.kafka.clients.SessionBackoff`); anything else is raised (the
+        pause (:class:`~stream_dedup.kafka.clients.SessionBackoff`), unless it is
+        the brokers refusing one of our timeouts (a
+        :class:`~stream_dedup.errors.ConfigError`, exit 2); anything else is raised (the
         process exits 1 with the message): retrying would meet the same
         records or settings.
         """
@@ -168,6 +175,9 @@ class RoleRunner:
             try:
                 self._run_session()
             except KafkaError as error:
+                # A timeout the brokers refuse would be refused again by every new session.
+                s = self.settings
+                raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
                 seconds = pause.after_failure(time.monotonic() - started)
                 log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
                 self.events.role_changed("restoring", "restarting after a Kafka error")

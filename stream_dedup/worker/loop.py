@@ -37,6 +37,10 @@ fetch failed, 60 s of reads)               in a new session; a record gone     a
                                            to the estimate
 a group join that never completes          ``_Session.check_join`` raises a    the same, after max(30 s, 3 x
 (kafka-python can lose one)                Kafka error                         ``session_timeout_seconds``)
+the brokers refuse one of our timeouts     ``raise_if_timeout_refused`` in     "stream-dedup: invalid setting
+(their transaction.max.timeout.ms, or      ``Worker.run``: exit 2, no new      'transaction_timeout_seconds'" (or
+group.min/max.session.timeout.ms)          session (each would be refused      'session_timeout_seconds'), naming
+                                           the same)                           the brokers' setting
 a record that cannot be processed (any     ``read_and_sign``: dead-letter      WARNING "dead letter (reason)",
 exception reading or signing it, too       topic, unchanged, with its reason   ``dead_letters_total{reason}``
 deep, too long an id)
@@ -113,6 +117,7 @@ from kafka.errors import KafkaError
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.detector import make_detector
+from stream_dedup.kafka.broker_limits import raise_if_timeout_refused
 from stream_dedup.kafka.clients import SessionBackoff, end_offsets_reader, group_consumer, transactional_producer
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.record_texts import RecordTexts
@@ -185,7 +190,10 @@ class Worker:
           timed out, a lost group join): the session ends, its transaction is
           aborted, and a fresh session restores from the snapshot and the
           changelog after a pause (1 s, doubling up to 30 s while sessions fail
-          at once; 1 s again after one that ran 30 s or more).
+          at once; 1 s again after one that ran 30 s or more). Except the
+          brokers refusing ``transaction_timeout_seconds`` or
+          ``session_timeout_seconds`` (:mod:`stream_dedup.kafka.broker_limits`):
+          a :class:`~stream_dedup.errors.ConfigError`, raised (exit 2).
         - :class:`~stream_dedup.errors.StreamDedupError` (a changelog of other
           signature parameters or of another input, a snapshot of other
           parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`, a
@@ -213,6 +221,7 @@ class Worker:
             self._run_sessions()
 
     def _run_sessions(self) -> None:
+        s = self.settings
         pause = SessionBackoff()
         while not self.stopping:
             started = time.monotonic()
@@ -220,6 +229,8 @@ class Worker:
                 self._run_session()
                 pause.after_success()
             except KafkaError as error:
+                # A timeout the brokers refuse would be refused again by every new session.
+                raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
                 seconds = pause.after_failure(time.monotonic() - started)
                 log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
                 self._stop.wait(seconds)

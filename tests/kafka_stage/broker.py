@@ -150,9 +150,10 @@ class JarBroker:
 
     With ``sasl_users`` (name -> password) it also has a SASL_PLAINTEXT listener
     (mechanism PLAIN) at ``sasl_bootstrap``; ``bootstrap`` stays PLAINTEXT.
+    ``overrides`` (property -> value) change the broker's own settings.
     """
 
-    def __init__(self, sasl_users: dict[str, str] | None = None) -> None:
+    def __init__(self, sasl_users: dict[str, str] | None = None, overrides: dict[str, str] | None = None) -> None:
         if shutil.which("java") is None:
             raise NoBrokerError("the local jar broker needs Java (java on PATH)")
         _run_broker_sh("fetch", timeout=900)  # once per checkout: Maven Central download
@@ -162,12 +163,14 @@ class JarBroker:
         self.sasl_users = dict(sasl_users or {})
         self.sasl_port = _free_port() if self.sasl_users else None
         self.sasl_bootstrap = f"127.0.0.1:{self.sasl_port}" if self.sasl_users else None
+        self.overrides = dict(overrides or {})
 
     def start(self) -> None:
         sasl = ["--sasl-port", str(self.sasl_port)] if self.sasl_port else []
         for name, password in self.sasl_users.items():
             sasl += ["--sasl-user", f"{name}:{password}"]
-        _run_broker_sh("start", "--port", str(self.port), "--data", self.data, *sasl, timeout=120)
+        overrides = [argument for item in self.overrides.items() for argument in ("--override", "=".join(item))]
+        _run_broker_sh("start", "--port", str(self.port), "--data", self.data, *sasl, *overrides, timeout=120)
         wait_for_broker(self.bootstrap, timeout=30)
 
     def stop(self) -> None:
@@ -189,9 +192,11 @@ def _local_jar_broker() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def jar_broker(sasl_users: dict[str, str] | None = None) -> Iterator[JarBroker]:
+def jar_broker(
+    sasl_users: dict[str, str] | None = None, overrides: dict[str, str] | None = None
+) -> Iterator[JarBroker]:
     """A started :class:`JarBroker`, stopped and deleted at the end."""
-    broker = JarBroker(sasl_users)
+    broker = JarBroker(sasl_users, overrides)
     try:
         broker.start()
         yield broker
