@@ -31,8 +31,10 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         help="mark each record of a JSON-lines file unique or duplicate (or contained / contains)",
         description='Read {"id", "text"} records and write one verdict line per record, in input order.',
     )
-    parser.add_argument("input", help="JSON-lines input file, or - for standard input")
-    parser.add_argument("--output", "-o", default="-", help="verdicts file (default: standard output)")
+    parser.add_argument("input", type=non_empty_text, help="JSON-lines input file, or - for standard input")
+    parser.add_argument(
+        "--output", "-o", type=non_empty_text, default="-", help="verdicts file (default: standard output)"
+    )
     parser.add_argument(
         "--rejects",
         type=non_empty_text,

@@ -241,7 +241,7 @@ class WorkerSettings(ConnectionSettings):
         self._check_numbers()
         self._check_choices()
         self._check_roles()
-        self._check_metrics_host()
+        self._check_blank_text()
 
     def _check_names(self, defaulted: list[str]) -> None:
         """Check the names Kafka will see; a topic ``defaulted`` from ``group_id`` is reported as ``group_id``."""
@@ -302,13 +302,17 @@ class WorkerSettings(ConnectionSettings):
             if getattr(self, name) not in allowed:
                 raise ConfigError(name, f"must be one of {', '.join(allowed)}; got {getattr(self, name)!r}")
 
-    def _check_metrics_host(self) -> None:
-        """Refuse an empty host: the socket would read it as every interface, exposing the status page unasked."""
+    def _check_blank_text(self) -> None:
+        """Refuse text settings left blank that something below would read as a choice the user never made."""
         if not self.metrics_host.strip():
+            # The socket would read it as every interface, exposing the status page unasked.
             raise ConfigError(
                 "metrics_host",
                 "must not be empty: write 0.0.0.0 or :: to serve on every interface, 127.0.0.1 for this machine only",
             )
+        if not self.snapshot_dir.strip():
+            # A path of "" is the working directory: snapshots and the text spool would land wherever it started.
+            raise ConfigError("snapshot_dir", "must not be empty: name a directory (. for the working directory)")
 
     def _check_roles(self) -> None:
         if self.shards < 1:

@@ -42,6 +42,9 @@ _NO_BROKER = ["--bootstrap-servers", "127.0.0.1:1"]
         # The rest would each silently mean the flag's absence: a default path, no report, a default topic.
         (["dedup", "missing.jsonl", "--rejects="], "--rejects: must not be empty"),
         (["dedup", "missing.jsonl", "--report="], "--report: must not be empty"),
+        # A bare "[Errno 2] No such file or directory: ''" before.
+        (["dedup", ""], "input: must not be empty"),
+        (["dedup", "missing.jsonl", "--output="], "--output/-o: must not be empty"),
         (["params", "--sample="], "--sample: must not be empty"),
         (["params", "--plot="], "--plot: must not be empty"),
         (["produce-sample", "--topic=", *_NO_BROKER], "--topic: must not be empty"),

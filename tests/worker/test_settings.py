@@ -160,6 +160,16 @@ def test_an_empty_metrics_host_is_refused_not_read_as_every_interface(
         resolve_settings(flags, environ, str(config))
 
 
+@pytest.mark.parametrize(("flags", "line"), [({"snapshot_dir": " "}, ""), ({}, 'snapshot_dir = ""')])
+def test_an_empty_snapshot_dir_is_refused_not_read_as_the_working_directory(
+    flags: dict[str, str], line: str, tmp_path: Path
+) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_text(line + "\n")
+    with pytest.raises(ConfigError, match=re.escape("'snapshot_dir': must not be empty: name a directory")):
+        resolve_settings(flags, {}, str(config))
+
+
 def test_a_batch_wait_as_long_as_the_shutdown_grace_is_refused() -> None:
     with pytest.raises(ConfigError, match="'batch_timeout_ms': must be less than shutdown_grace_seconds x 1000 = 5000"):
         resolve_settings({"batch_timeout_ms": "5000", "shutdown_grace_seconds": "5"}, {})
