@@ -202,6 +202,12 @@ class WorkerMetrics:
             "Input records let go at a full partition buffer (max_partition_buffered_records), to be fetched again.",
             registry=r,
         )
+        self.deleted_input_records = Counter(
+            "stream_dedup_deleted_input_records_total",
+            "Input records deleted (retention, kafka-delete-records) before they were read: no verdict (at most).",
+            ["topic", "partition"],
+            registry=r,
+        )
         self.isolated_records = Counter(
             "stream_dedup_isolated_records_total",
             "Records that kept failing their batch, isolated and sent to the dead-letter topic.",

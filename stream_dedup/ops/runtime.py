@@ -91,6 +91,9 @@ class MetricsEvents(WorkerEvents):
         self.metrics.buffered_records.set(buffered)
         self.metrics.refetched_records.inc(refetched)
 
+    def input_deleted(self, topic: str, partition: int, records: int) -> None:
+        self.metrics.deleted_input_records.labels(topic, str(partition)).inc(records)
+
     def record_isolated(self, topic: str, partition: int, offset: int) -> None:
         self.metrics.isolated_records.inc()
 

@@ -153,6 +153,9 @@ class WorkerEvents:
         (``max_partition_buffered_records``) and were let go, to be fetched again.
         """
 
+    def input_deleted(self, topic: str, partition: int, records: int) -> None:
+        """Up to ``records`` input records were deleted before they were read: they get no verdict."""
+
     def record_isolated(self, topic: str, partition: int, offset: int) -> None:
         """A record that kept failing its batch was isolated and sent to the dead-letter topic."""
 

@@ -71,6 +71,10 @@ other detection settings                                                       (
 a lagging input partition with nothing     ``EventTimeMerge.take`` waits (no   ``partition_wait_seconds_total``
 fetched (event-time order)                 batch) up to                        grows; then the other partitions go
                                            ``max_partition_idle_ms``           on past it
+input records deleted before they were     ``BatchIntake.report_resets``:      WARNING "... were deleted before the
+read (retention, kafka-delete-records),    kafka-python reads on from the      stage read them ...", naming the
+a position out of the log                  partition's beginning; the loss is  offsets; ``deleted_input_records_total
+                                           named, never silent                 {topic,partition}``
 an input partition far ahead in event      ``BatchIntake.add``: records past   ``refetched_records_total`` grows,
 time (its records wait for an older        ``max_partition_buffered_records``  ``buffered_records`` stays bounded
 backlog elsewhere)                         let go, fetched again later

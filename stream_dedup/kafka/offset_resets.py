@@ -1,0 +1,97 @@
+"""Input positions that fell out of the log: noticed and named, never skipped in silence.
+
+A group consumer asks for records at its position; if the partition no
+longer holds that offset (records deleted by retention or
+``kafka-delete-records`` while the stage was stopped or lagging, or a topic
+deleted and created again under its name), the broker answers
+OFFSET_OUT_OF_RANGE and kafka-python moves the position to the partition's
+beginning (``auto_offset_reset = earliest``) with nothing but an INFO line
+of its own. For the stage that means input records that never get a
+verdict, which no metric showed: one verdict per record is its promise.
+
+:func:`watch_offset_resets` notes each such reset as kafka-python requests
+it: the fetcher (out of range, or a log truncated under the position) asks
+for the consumer's *default* policy, whereas the stage's own
+``seek_to_beginning`` names the policy, so only the former are noted, with
+the position that fell out. The caller then asks the partition's beginning
+and end and says what was lost (:class:`OffsetReset`).
+
+kafka-python's ``SubscriptionState.request_offset_reset`` is private; the
+version is pinned (pyproject), and tests/kafka_stage/test_deleted_input.py
+provokes the reset against a real broker.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafka import KafkaConsumer, TopicPartition
+
+
+@dataclass(frozen=True)
+class OffsetReset:
+    """A position that fell out of the log of ``partition``, and what the partition holds now."""
+
+    partition: TopicPartition
+    #: The offset the consumer asked for, which the partition no longer holds.
+    position: int
+    #: The partition's first and next offsets when asked (just after the reset was requested).
+    beginning: int
+    end: int
+
+    @property
+    def deleted(self) -> int:
+        """Offsets between the position and the beginning: records deleted before they were read.
+
+        Transaction markers count too (a marker per producer transaction and
+        partition), so this is an upper bound. 0 for a position past the end.
+        """
+        return max(0, self.beginning - self.position)
+
+    def describe(self) -> str:
+        """A WARNING's text: what happened, what it costs, and the usual cause."""
+        where = f"input {self.partition.topic} partition {self.partition.partition}"
+        if self.position < self.beginning:
+            return (
+                f"{where}: offsets {self.position} to {self.beginning - 1} were deleted before the stage read them "
+                f"(retention.ms or retention.bytes of the input topic, or kafka-delete-records): up to "
+                f"{self.deleted} records get no verdict; reading on from offset {self.beginning}. Keep the "
+                "input's retention longer than the stage can be stopped or lag"
+            )
+        return (
+            f"{where}: offset {self.position} lies past the partition's end {self.end} (the topic deleted and "
+            f"created again under its name, or its log truncated): reading it from its beginning, offset "
+            f"{self.beginning}"
+        )
+
+
+def watch_offset_resets(consumer: KafkaConsumer) -> Callable[[], list[tuple[TopicPartition, int]]]:
+    """Note every reset of ``consumer``'s positions by its default policy; returns ``take()``.
+
+    ``take()`` gives the resets noted since it was last called, each as the
+    partition and the position that fell out of its log. Anything else
+    standing in for a consumer (the tests' fakes) is left alone and never
+    gives any.
+    """
+    noted: list[tuple[TopicPartition, int]] = []
+
+    def take() -> list[tuple[TopicPartition, int]]:
+        taken = list(noted)
+        noted.clear()
+        return taken
+
+    if not isinstance(consumer, KafkaConsumer):
+        return take
+    subscriptions = consumer._subscription
+    request_offset_reset = subscriptions.request_offset_reset
+
+    def noting(partition: TopicPartition, offset_reset_strategy: Any = None) -> None:
+        if offset_reset_strategy is None:  # the fetcher's: the position is out of the log
+            state = subscriptions.assignment.get(partition)
+            position = None if state is None or state.position is None else state.position.offset
+            if position is not None:
+                noted.append((partition, int(position)))
+        request_offset_reset(partition, offset_reset_strategy)
+
+    subscriptions.request_offset_reset = noting
+    return take

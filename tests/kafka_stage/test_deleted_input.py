@@ -1,0 +1,68 @@
+"""Input records deleted before the stage read them: the gap is named and counted, never skipped in silence."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+import pytest
+from kafka import KafkaAdminClient, TopicPartition
+
+from stream_dedup.worker.events import WorkerEvents
+
+from .clear_corpus import brute_force_verdicts, clear_corpus
+from .stage import Stage, produce, read_committed, worker_thread
+
+pytestmark = pytest.mark.kafka
+
+
+class DeletedCount(WorkerEvents):
+    """The worker's ``input_deleted`` reports, by partition."""
+
+    def __init__(self) -> None:
+        self.by_partition: dict[int, int] = {}
+
+    def input_deleted(self, topic: str, partition: int, records: int) -> None:
+        self.by_partition[partition] = self.by_partition.get(partition, 0) + records
+
+
+def test_records_deleted_before_a_restart_are_named_in_a_warning_and_counted(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = clear_corpus(60, 60)
+    now = int(time.time() * 1000)
+
+    def messages(ids: range) -> list[tuple[bytes, bytes, int, int]]:
+        return [
+            (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": corpus[i][0]}).encode(), i % 3, now + i)
+            for i in ids
+        ]
+
+    produce(stage.bootstrap, stage.input_topic, messages(range(60)))
+    with worker_thread(stage.settings(batch_size=20)):
+        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    # Partition 0: 20 originals (offsets 0-19), a marker (20), 20 copies (21-40), a marker (41). The worker
+    # stopped with offset 20 committed; the marker and the first ten copies are deleted before it reads them.
+    produce(stage.bootstrap, stage.input_topic, messages(range(60, 120)))
+    admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
+    try:
+        admin.delete_records({TopicPartition(stage.input_topic, 0): 31})
+    finally:
+        admin.close()
+    deleted = DeletedCount()
+    with (
+        caplog.at_level(logging.WARNING, logger="stream_dedup"),
+        worker_thread(stage.settings(batch_size=20), events=deleted),
+    ):
+        records = read_committed(stage.bootstrap, stage.output_topic, 110, settle=3)
+    verdicts = {json.loads(r.value)["id"]: json.loads(r.value)["verdict"] for r in records}
+    gone = {f"doc-{i}" for i in range(60, 90, 3)}
+    truth = brute_force_verdicts([(f"doc-{i}", text) for i, (text, _) in enumerate(corpus)])
+    assert len(records) == 110 and set(verdicts) == set(truth) - gone
+    assert all(verdicts[d] == truth[d] for d in verdicts)
+    # What was lost is said: the partition, the offsets, and a count (markers included: an upper bound).
+    warnings = [r.getMessage() for r in caplog.records if "deleted before the stage read them" in r.getMessage()]
+    assert len(warnings) == 1 and "partition 0: offsets 20 to 30" in warnings[0], caplog.text
+    assert "up to 11 records get no verdict" in warnings[0]
+    assert deleted.by_partition == {0: 11}
