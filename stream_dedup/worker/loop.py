@@ -470,6 +470,7 @@ class _Session:
                 log.warning("the changelog lags the committed offsets %s; resuming from the offsets", behind)
                 break
             time.sleep(0.2)
+        self.note_offsets_reset_back(committed)
         for tp in assigned:
             known = [o for o in (replay.positions.get(tp.partition), committed.get(tp.partition)) if o is not None]
             if known:
@@ -486,6 +487,29 @@ class _Session:
         report_index(self.events, self.detector)
         self.events.role_changed("active", f"processing {len(assigned)} partitions")
         log.info("active: %d partitions of %s", len(assigned), self.settings.input_topic)
+
+    def note_offsets_reset_back(self, committed: dict[int, int | None]) -> None:
+        """Say so when the group's committed offsets lie behind what the changelog says was judged.
+
+        Offsets and changelog are committed in one transaction, so only an
+        operator (``kafka-consumer-groups.sh --reset-offsets``) puts the
+        offsets behind. The stage resumes where its changelog says, as it
+        always did: re-reading would judge each document against itself
+        and publish second verdicts. The offsets stay where they were put
+        until the next batch commits, so the group's lag seen from outside
+        is wrong meanwhile: without this line the reset looks taken.
+        """
+        positions = self.replay.positions
+        back = {p: (c, positions[p]) for p, c in committed.items() if c is not None and c < positions.get(p, c)}
+        if back:
+            log.warning(
+                "the group's committed offsets of %s lie behind what its changelog says was judged "
+                "(partition: committed, judged up to): %s; a reset of the group's offsets is not taken, the stage "
+                "resumes where it judged up to, so that no document gets a second verdict. To judge the input "
+                "again, run the stage with a new group_id (a new changelog and index)",
+                self.settings.input_topic,
+                ", ".join(f"{p}: {c}, {j}" for p, (c, j) in sorted(back.items())),
+            )
 
     def judge(self, taken: list[Any]) -> None:
         """Start signing ``taken``; judge and commit the batch taken before it, signed meanwhile."""

@@ -7,7 +7,8 @@ import logging
 import time
 
 import pytest
-from kafka import KafkaAdminClient, TopicPartition
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.worker.events import WorkerEvents
 
@@ -66,3 +67,32 @@ def test_records_deleted_before_a_restart_are_named_in_a_warning_and_counted(
     assert len(warnings) == 1 and "partition 0: offsets 20 to 30" in warnings[0], caplog.text
     assert "up to 11 records get no verdict" in warnings[0]
     assert deleted.by_partition == {0: 11}
+
+
+def test_a_reset_of_the_groups_offsets_back_is_not_taken_and_says_so(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = clear_corpus(60, 30)
+    now = int(time.time() * 1000)
+    produce(
+        stage.bootstrap,
+        stage.input_topic,
+        [
+            (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": text}).encode(), i % 3, now + i)
+            for i, (text, _) in enumerate(corpus)
+        ],
+    )
+    with worker_thread(stage.settings(batch_size=20)):
+        read_committed(stage.bootstrap, stage.output_topic, 90, settle=1)
+    # What kafka-consumer-groups.sh --reset-offsets --to-earliest does to the stopped stage's group.
+    consumer = KafkaConsumer(bootstrap_servers=stage.bootstrap, group_id=stage.group_id, enable_auto_commit=False)
+    try:
+        consumer.commit({TopicPartition(stage.input_topic, p): OffsetAndMetadata(0, "", -1) for p in range(3)})
+    finally:
+        consumer.close()
+    with caplog.at_level(logging.WARNING, logger="stream_dedup"), worker_thread(stage.settings(batch_size=20)):
+        records = read_committed(stage.bootstrap, stage.output_topic, 90, settle=5)
+    # No document is judged again (it would be its own duplicate), and the operator is told why.
+    assert len(records) == 90
+    warnings = [r.getMessage() for r in caplog.records if "committed offsets" in r.getMessage()]
+    assert len(warnings) == 1 and "0: 0, 30" in warnings[0] and "new group_id" in warnings[0], caplog.text
