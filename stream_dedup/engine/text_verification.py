@@ -26,7 +26,7 @@ import numpy.typing as npt
 
 from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.sketch.minhash import MinHasher
-from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
+from stream_dedup.text.shingle_sets import ShingleSets, jaccard_of_pairs
 
 #: Standard errors either side of the threshold within which a pair's texts are asked for.
 AMBIGUITY_ERRORS = 4.0
@@ -92,5 +92,5 @@ def text_similarity(
     settled = np.flatnonzero((left_text >= 0) & (right_text >= 0))
     if settled.size:
         sets = ShingleSets.of_texts(present_texts, hasher.shingling, hasher.seed)
-        similarity[settled] = exact_jaccard(sets.take(left_text[settled]), sets.take(right_text[settled]))
+        similarity[settled] = jaccard_of_pairs(sets, left_text[settled], right_text[settled])
     return similarity

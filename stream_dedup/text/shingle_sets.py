@@ -10,6 +10,7 @@ document.
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +20,10 @@ from stream_dedup.text.shingles import ShingleChunk, Shingling, shingle_chunks
 
 IntArray = npt.NDArray[np.intp]
 
+#: Values (of both sides) per round of :func:`jaccard_of_pairs`: its tagged copy (8 bytes a value) then
+#: stays within the CPU's caches and below glibc's mmap threshold, so that no round pays page faults for
+#: fresh memory. At once, the 768k pairs a batch of 4,096 templated listings settles by text took 6x as long.
+_VALUES_PER_ROUND = 1 << 20
 #: Sets longer than this on average are copied one slice each by :meth:`ShingleSets.take` (a Python
 #: step per set, about 0.2 µs); shorter ones by one gather over all their values (about 4 ns a value).
 _SLICED_SET_LENGTH = 64
@@ -119,3 +124,19 @@ def distinct_counts(chunk: ShingleChunk) -> npt.NDArray[np.uint32]:
     first[:, 1:] &= hashes[:, 1:] != hashes[:, :-1]
     sizes: npt.NDArray[np.uint32] = np.count_nonzero(first, axis=1).astype(np.uint32)
     return sizes
+
+
+def jaccard_of_pairs(sets: ShingleSets, left: IntArray, right: IntArray) -> npt.NDArray[np.float64]:
+    """:func:`exact_jaccard` of ``sets[left[i]]`` and ``sets[right[i]]``, in rounds of :data:`_VALUES_PER_ROUND`."""
+    lengths = sets.lengths
+    work = np.cumsum(lengths[left] + lengths[right])
+    total = int(work[-1]) if work.size else 0
+    cuts = np.searchsorted(work, np.arange(_VALUES_PER_ROUND, total, _VALUES_PER_ROUND), side="right")
+    bounds = [0, *sorted(set(cuts.tolist()) - {0, left.size}), left.size]
+    return np.concatenate(
+        [np.empty(0)]
+        + [
+            exact_jaccard(sets.take(left[start:stop]), sets.take(right[start:stop]))
+            for start, stop in pairwise(bounds)
+        ]
+    )

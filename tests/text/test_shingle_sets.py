@@ -1,8 +1,11 @@
+from unittest.mock import patch
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
+from stream_dedup.text import shingle_sets
+from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard, jaccard_of_pairs
 
 set_lists = st.lists(st.sets(st.integers(0, 50), max_size=12), min_size=1, max_size=8)
 #: Sets of any 32-bit values, long enough to be taken slice by slice.
@@ -56,3 +59,20 @@ def test_exact_jaccard_of_sets_of_any_32_bit_values_matches_python_sets(
     pairs = [(shared | first, shared | second) for shared, first, second in parts]
     expected = [len(a & b) / len(a | b) for a, b in pairs]
     assert np.allclose(exact_jaccard(ragged([a for a, _ in pairs]), ragged([b for _, b in pairs])), expected)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    sets=st.lists(st.sets(st.integers(0, 40), min_size=1, max_size=12), min_size=1, max_size=8),
+    picks=st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=30),
+    per_round=st.integers(1, 40),
+)
+def test_jaccard_of_pairs_in_rounds_matches_python_sets(
+    sets: list[set[int]], picks: list[tuple[int, int]], per_round: int
+) -> None:
+    """Rounds of any size (a pair larger than a round is a round of its own) give every pair once, in order."""
+    left = np.array([a % len(sets) for a, _ in picks], dtype=np.intp)
+    right = np.array([b % len(sets) for _, b in picks], dtype=np.intp)
+    expected = [len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for a, b in zip(left, right, strict=True)]
+    with patch.object(shingle_sets, "_VALUES_PER_ROUND", per_round):
+        assert np.allclose(jaccard_of_pairs(ragged(sets), left, right), expected) and len(expected) == left.size
