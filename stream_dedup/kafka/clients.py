@@ -100,6 +100,10 @@ def transactional_producer(
     )
 
 
+#: How often a group consumer refreshes its topics' metadata, and so finds partitions added to them.
+INPUT_METADATA_MAX_AGE_MS = 10_000
+
+
 def group_consumer(
     connection: KafkaConnection,
     group_id: str,
@@ -128,6 +132,9 @@ def group_consumer(
         # Three heartbeats per session timeout, Kafka's usual ratio.
         heartbeat_interval_ms=max(100, int(session_timeout_seconds * 1000 / 3)),
         max_poll_records=max_poll_records,
+        # Partitions added to the input are found by a metadata refresh [5 min]: until then their
+        # records wait unread, and an original there is judged after its copy on an old partition.
+        metadata_max_age_ms=INPUT_METADATA_MAX_AGE_MS,
     )
     return read_fetches_quickly(consumer)
 
@@ -183,6 +190,29 @@ def end_offsets_reader(connection: KafkaConnection) -> KafkaConsumer:
     whole). On a connection of its own the answer takes one round trip.
     """
     return KafkaConsumer(**connection.options(), isolation_level="read_committed", enable_auto_commit=False)
+
+
+def log_offsets(
+    consumer: KafkaConsumer, partitions: list[TopicPartition], end: bool = True
+) -> dict[TopicPartition, int]:
+    """The end (else the beginning) offsets of ``partitions``, partitions added since the last metadata included.
+
+    kafka-python 3.0 leaves out a partition its metadata does not know yet
+    (one added to the topic since its last refresh, up to
+    ``metadata_max_age_ms`` ago) and then fails with a ``KeyError`` for it:
+    a stage whose input grew partitions crashed. The metadata is then fetched
+    again (``topics()``: one request) and the offsets asked again; a partition
+    still unknown is a Kafka error (the session restarts).
+    """
+    ask = consumer.end_offsets if end else consumer.beginning_offsets
+    try:
+        return dict(ask(partitions))
+    except KeyError:
+        consumer.topics()
+    try:
+        return dict(ask(partitions))
+    except KeyError as missing:
+        raise KafkaError(f"{missing.args[0]} is not in the brokers' metadata") from missing
 
 
 @dataclass(frozen=True)

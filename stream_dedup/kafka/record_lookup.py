@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from kafka import TopicPartition
 from kafka.errors import KafkaError
 
-from stream_dedup.kafka.clients import KafkaConnection, groupless_consumer
+from stream_dedup.kafka.clients import KafkaConnection, groupless_consumer, log_offsets
 from stream_dedup.kafka.sized_lru import SizedLru
 
 log = logging.getLogger(__name__)
@@ -132,7 +132,7 @@ class RecordLookup:
                 return records[0] if records[0].offset == offset else self._missing(where, offset)
             # Nothing fetched: past the end, or the offset held a transaction marker, which moves the
             # position on without a record.
-            if self._consumer.position(where) > offset or offset >= self._consumer.end_offsets([where])[where]:
+            if self._consumer.position(where) > offset or offset >= log_offsets(self._consumer, [where])[where]:
                 return self._missing(where, offset)
         return RecordGone(f"not fetched from {topic} partition {partition} within {self._timeout:g} s", lasting=False)
 
@@ -161,7 +161,7 @@ class RecordLookup:
             records = self._consumer.poll(timeout_ms=_POLL_MS, max_records=end - start).get(where, [])
             found.extend(record for record in records if record.offset < end)
             position = self._consumer.position(where)
-            if position >= end or (not records and position >= self._consumer.end_offsets([where])[where]):
+            if position >= end or (not records and position >= log_offsets(self._consumer, [where])[where]):
                 return
 
     def _exists(self, topic: str) -> bool:
@@ -179,11 +179,11 @@ class RecordLookup:
 
     def _missing(self, where: TopicPartition, offset: int) -> RecordGone:
         """Why no record is at ``offset``: deleted, not written yet, or not a committed record."""
-        start = self._consumer.beginning_offsets([where])[where]
+        start = log_offsets(self._consumer, [where], end=False)[where]
         name = f"{where.topic} partition {where.partition}"
         if offset < start:
             return RecordGone(f"deleted by the topic's retention ({name} now starts at offset {start})")
-        end = self._consumer.end_offsets([where])[where]
+        end = log_offsets(self._consumer, [where])[where]
         if offset >= end:
             return RecordGone(f"{name} has no offset {offset} yet (it ends at offset {end})", lasting=False)
         return RecordGone(f"no committed record at offset {offset} of {name}")

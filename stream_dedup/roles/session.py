@@ -59,6 +59,7 @@ from stream_dedup.kafka.clients import (
     assigned_lag,
     group_consumer,
     leave_group,
+    log_offsets,
     transactional_producer,
 )
 from stream_dedup.kafka.group_offsets import committed_offset
@@ -127,7 +128,7 @@ def committed_or_beginning(
     committed = committed_offset(consumer, partition, transaction_timeout_seconds)
     if committed is not None:
         return committed
-    return int(consumer.beginning_offsets([partition])[partition])
+    return log_offsets(consumer, [partition], end=False)[partition]
 
 
 class RoleRunner:

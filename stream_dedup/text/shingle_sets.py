@@ -135,8 +135,5 @@ def jaccard_of_pairs(sets: ShingleSets, left: IntArray, right: IntArray) -> npt.
     bounds = [0, *sorted(set(cuts.tolist()) - {0, left.size}), left.size]
     return np.concatenate(
         [np.empty(0)]
-        + [
-            exact_jaccard(sets.take(left[start:stop]), sets.take(right[start:stop]))
-            for start, stop in pairwise(bounds)
-        ]
+        + [exact_jaccard(sets.take(left[start:stop]), sets.take(right[start:stop])) for start, stop in pairwise(bounds)]
     )

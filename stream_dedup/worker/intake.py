@@ -27,6 +27,7 @@ from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
 
+from stream_dedup.kafka.clients import log_offsets
 from stream_dedup.kafka.offset_resets import OffsetReset, watch_offset_resets
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.isolation import BatchFailures
@@ -99,7 +100,7 @@ class BatchIntake:
         merge.note_positions({p: self.consumer.position(tp) for p, tp in parts.items()})
         unsure = merge.unknown_or_caught_up()
         if unsure:
-            ends = self.end_offsets.end_offsets([parts[p] for p in unsure])
+            ends = log_offsets(self.end_offsets, [parts[p] for p in unsure])
             merge.note_ends({tp.partition: end for tp, end in ends.items() if end is not None})
         waited = merge.waited_seconds
         batch = merge.take(self.batch_size, time.monotonic())
@@ -120,8 +121,8 @@ class BatchIntake:
             if self._reported.get(partition) == position:
                 continue
             self._reported[partition] = position
-            beginning = self.end_offsets.beginning_offsets([partition])[partition]
-            end = self.end_offsets.end_offsets([partition])[partition]
+            beginning = log_offsets(self.end_offsets, [partition], end=False)[partition]
+            end = log_offsets(self.end_offsets, [partition])[partition]
             reset = OffsetReset(partition, position, int(beginning), int(end))
             log.warning(
                 reset.describe(),
