@@ -21,11 +21,16 @@ version is pinned (pyproject), and tests/kafka_stage/test_deleted_input.py
 provokes the reset against a real broker.
 """
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+
+from stream_dedup.kafka.clients import log_offsets
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -95,3 +100,35 @@ def watch_offset_resets(consumer: KafkaConsumer) -> Callable[[], list[tuple[Topi
 
     subscriptions.request_offset_reset = noting
     return take
+
+
+class DeletedInput:
+    """The input records a consumer's positions skipped, deleted before they were read: each loss reported once."""
+
+    def __init__(self, consumer: KafkaConsumer, offsets: KafkaConsumer) -> None:
+        """Watch ``consumer``'s positions; ``offsets`` answers beginning and end offsets (may be ``consumer``)."""
+        self._taken = watch_offset_resets(consumer)
+        self._offsets = offsets
+        #: Partition -> the position last reported out of the log: kafka-python can note one reset twice (two
+        #: fetches in flight come back out of range), and one loss is one WARNING.
+        self._reported: dict[TopicPartition, int] = {}
+
+    def report(self, count: Callable[[str, int, int], None]) -> None:
+        """Log a WARNING for each loss noted since the last call and ``count(topic, partition, records)`` it.
+
+        The records can never get a verdict; the consumer reads on from the
+        partition's beginning (kafka-python's ``auto_offset_reset``), as
+        before, but ``stream_dedup_deleted_input_records_total`` counts them.
+        """
+        for partition, position in self._taken():
+            if self._reported.get(partition) == position:
+                continue
+            self._reported[partition] = position
+            beginning = log_offsets(self._offsets, [partition], end=False)[partition]
+            end = log_offsets(self._offsets, [partition])[partition]
+            reset = OffsetReset(partition, position, int(beginning), int(end))
+            log.warning(
+                reset.describe(),
+                extra={"topic": partition.topic, "partition": partition.partition, "offset": position},
+            )
+            count(partition.topic, partition.partition, reset.deleted)

@@ -19,6 +19,7 @@ from kafka import KafkaConsumer, TopicPartition
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.messages import dead_letter_record
+from stream_dedup.kafka.offset_resets import DeletedInput
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
 from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.topic_limits import size_limits
@@ -41,8 +42,12 @@ class Signer(RoleWork):
         self.detector = make_detector(settings.detection)
         self.limits = size_limits(settings.connection(), [settings.dead_letter_topic])
         self.key = settings.instance_id.encode("utf-8")
+        #: Input records deleted before they were read (watched from the session's first assignment on).
+        self.deleted: DeletedInput | None = None
 
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
+        if self.deleted is None:
+            self.deleted = DeletedInput(consumer, consumer)
         for partition in assigned:
             consumer.seek(
                 partition, committed_or_beginning(consumer, partition, self.settings.transaction_timeout_seconds)
@@ -77,4 +82,6 @@ class Signer(RoleWork):
         """Nothing to note: a signer keeps no state."""
 
     def observe(self, events: WorkerEvents) -> None:
-        """Nothing besides the input's lag, which the session measures."""
+        """Input records deleted before they were read (the session measures the input's lag)."""
+        if self.deleted is not None:
+            self.deleted.report(events.input_deleted)

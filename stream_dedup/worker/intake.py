@@ -28,7 +28,7 @@ from typing import Any
 from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.kafka.clients import log_offsets
-from stream_dedup.kafka.offset_resets import OffsetReset, watch_offset_resets
+from stream_dedup.kafka.offset_resets import DeletedInput
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.isolation import BatchFailures
 from stream_dedup.worker.ordering import EventTimeMerge
@@ -62,10 +62,7 @@ class BatchIntake:
         self.failures = failures
         self.events = events
         #: Positions kafka-python found out of the log and moved to the beginning (see kafka.offset_resets).
-        self._resets = watch_offset_resets(consumer)
-        #: Partition -> the position last reported out of the log: kafka-python can note one reset twice (two
-        #: fetches in flight come back out of range), and one loss is one WARNING.
-        self._reported: dict[TopicPartition, int] = {}
+        self._deleted = DeletedInput(consumer, end_offsets)
 
     def restart(self, partitions: Iterable[TopicPartition]) -> None:
         """Start over at the consumer's positions of ``partitions``: records fetched before are dropped."""
@@ -73,7 +70,7 @@ class BatchIntake:
 
     def add(self, polled: dict[Any, list[Any]]) -> None:
         """Records of one poll; those past a full partition buffer are fetched again later."""
-        self.report_resets()
+        self._deleted.report(self.events.input_deleted)
         merge = self.merge
         before = sum(merge.buffered().values())
         refused = merge.add(r for tp in sorted(polled) for r in polled[tp])
@@ -109,23 +106,3 @@ class BatchIntake:
         batch, later = self.failures.cut(batch)
         merge.unread(later)
         return batch
-
-    def report_resets(self) -> None:
-        """Name the records deleted before they were read, if a poll found a position out of the log.
-
-        They can never get a verdict; the stage reads on from the partition's
-        beginning (kafka-python's ``auto_offset_reset``), as before, but says
-        so in a WARNING and ``stream_dedup_deleted_input_records_total``.
-        """
-        for partition, position in self._resets():
-            if self._reported.get(partition) == position:
-                continue
-            self._reported[partition] = position
-            beginning = log_offsets(self.end_offsets, [partition], end=False)[partition]
-            end = log_offsets(self.end_offsets, [partition])[partition]
-            reset = OffsetReset(partition, position, int(beginning), int(end))
-            log.warning(
-                reset.describe(),
-                extra={"topic": partition.topic, "partition": partition.partition, "offset": position},
-            )
-            self.events.input_deleted(partition.topic, partition.partition, reset.deleted)

@@ -13,7 +13,8 @@ from kafka.structs import OffsetAndMetadata
 from stream_dedup.worker.events import WorkerEvents
 
 from .clear_corpus import brute_force_verdicts, clear_corpus
-from .stage import Stage, produce, read_committed, worker_thread
+from .stage import Stage, produce, read_committed, role_threads, wait_until, worker_thread
+from .test_roles import sequenced_batches
 
 pytestmark = pytest.mark.kafka
 
@@ -28,29 +29,44 @@ class DeletedCount(WorkerEvents):
         self.by_partition[partition] = self.by_partition.get(partition, 0) + records
 
 
-def test_records_deleted_before_a_restart_are_named_in_a_warning_and_counted(
-    stage: Stage, caplog: pytest.LogCaptureFixture
-) -> None:
-    corpus = clear_corpus(60, 60)
-    now = int(time.time() * 1000)
+def messages(corpus: list[tuple[str, int]], ids: range, now: int) -> list[tuple[bytes, bytes, int, int]]:
+    return [
+        (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": corpus[i][0]}).encode(), i % 3, now + i)
+        for i in ids
+    ]
 
-    def messages(ids: range) -> list[tuple[bytes, bytes, int, int]]:
-        return [
-            (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": corpus[i][0]}).encode(), i % 3, now + i)
-            for i in ids
-        ]
 
-    produce(stage.bootstrap, stage.input_topic, messages(range(60)))
-    with worker_thread(stage.settings(batch_size=20)):
-        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
-    # Partition 0: 20 originals (offsets 0-19), a marker (20), 20 copies (21-40), a marker (41). The worker
-    # stopped with offset 20 committed; the marker and the first ten copies are deleted before it reads them.
-    produce(stage.bootstrap, stage.input_topic, messages(range(60, 120)))
+def delete_unread_records(stage: Stage, corpus: list[tuple[str, int]], now: int) -> None:
+    """Send 60 more documents, then delete partition 0 up to offset 31, past the stopped stage's offset 20.
+
+    Partition 0: 20 originals (offsets 0-19), a marker (20), 20 copies (21-40), a marker (41): the marker
+    and the first ten copies are deleted before the stage reads them.
+    """
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60, 120), now))
     admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
     try:
         admin.delete_records({TopicPartition(stage.input_topic, 0): 31})
     finally:
         admin.close()
+
+
+def check_the_loss_said(caplog: pytest.LogCaptureFixture, deleted: DeletedCount) -> None:
+    """What was lost is said once: the partition, the offsets, and a count (markers included: an upper bound)."""
+    warnings = [r.getMessage() for r in caplog.records if "deleted before the stage read them" in r.getMessage()]
+    assert len(warnings) == 1 and "partition 0: offsets 20 to 30" in warnings[0], caplog.text
+    assert "up to 11 records get no verdict" in warnings[0]
+    assert deleted.by_partition == {0: 11}
+
+
+def test_records_deleted_before_a_restart_are_named_in_a_warning_and_counted(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = clear_corpus(60, 60)
+    now = int(time.time() * 1000)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60), now))
+    with worker_thread(stage.settings(batch_size=20)):
+        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    delete_unread_records(stage, corpus, now)
     deleted = DeletedCount()
     with (
         caplog.at_level(logging.WARNING, logger="stream_dedup"),
@@ -62,11 +78,30 @@ def test_records_deleted_before_a_restart_are_named_in_a_warning_and_counted(
     truth = brute_force_verdicts([(f"doc-{i}", text) for i, (text, _) in enumerate(corpus)])
     assert len(records) == 110 and set(verdicts) == set(truth) - gone
     assert all(verdicts[d] == truth[d] for d in verdicts)
-    # What was lost is said: the partition, the offsets, and a count (markers included: an upper bound).
-    warnings = [r.getMessage() for r in caplog.records if "deleted before the stage read them" in r.getMessage()]
-    assert len(warnings) == 1 and "partition 0: offsets 20 to 30" in warnings[0], caplog.text
-    assert "up to 11 records get no verdict" in warnings[0]
-    assert deleted.by_partition == {0: 11}
+    check_the_loss_said(caplog, deleted)
+
+
+def test_a_signer_names_and_counts_records_deleted_before_it_read_them(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = clear_corpus(60, 60)
+    now = int(time.time() * 1000)
+    config = stage.settings().detection
+    signer = stage.settings("signer-1", role="signer", batch_size=20)
+
+    def signed() -> int:
+        return sum(
+            len(b.entry.documents.ids) for b in sequenced_batches(stage.bootstrap, signer.sequenced_topic, config)
+        )
+
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60), now))
+    with role_threads(signer):
+        wait_until(lambda: signed() == 60, 60, "60 documents signed")
+    delete_unread_records(stage, corpus, now)
+    deleted = DeletedCount()
+    with caplog.at_level(logging.WARNING, logger="stream_dedup"), role_threads(signer, events=deleted):
+        wait_until(lambda: signed() == 110 and bool(deleted.by_partition), 60, "the rest signed and the loss counted")
+    check_the_loss_said(caplog, deleted)
 
 
 def test_a_reset_of_the_groups_offsets_back_is_not_taken_and_says_so(
