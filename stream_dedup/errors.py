@@ -48,6 +48,15 @@ class ChangelogError(StreamDedupError):
     """A changelog record cannot be replayed: not one of ours, or made with other signature parameters."""
 
 
+class LostHistoryError(ChangelogError):
+    """The changelog (or a sharded stage's sequenced or answers topic) is gone, but a group's offsets say it held
+    batches: it was deleted, while the stage ran or since.
+
+    Going on would judge documents against an index missing every one before
+    them, so the process exits (1) until the operator starts over.
+    """
+
+
 class ReplayTimeoutError(ChangelogError):
     """The changelog's replay stopped moving (for 300 s by default): the brokers do not serve it.
 

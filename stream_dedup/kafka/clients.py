@@ -17,7 +17,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import MemberToRemove
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 
 from stream_dedup.kafka.assignor import SingleActiveAssignor
 from stream_dedup.kafka.fetched_records import read_fetches_quickly
@@ -91,13 +91,39 @@ class KafkaConnection:
 def transactional_producer(
     connection: KafkaConnection, transactional_id: str, transaction_timeout_seconds: float
 ) -> KafkaProducer:
-    """The stage's producer; call ``init_transactions()`` before the first transaction."""
+    """The stage's producer; call ``init_transactions()`` before the first transaction.
+
+    It never has the brokers create a topic it asks about: a topic deleted
+    while the stage runs would come back with the broker's defaults (one
+    partition, the broker's retention for a changelog) and nothing said. The
+    stage creates its topics itself, at the start of each session
+    (:mod:`stream_dedup.worker.topics`).
+    """
     return KafkaProducer(
         **connection.options(),
         transactional_id=transactional_id,
         transaction_timeout_ms=int(transaction_timeout_seconds * 1000),
+        allow_auto_create_topics=False,
         **PRODUCER_TUNING,
     )
+
+
+def close_producer(producer: KafkaProducer, timeout_seconds: float) -> None:
+    """Close ``producer``, also one holding records it can never deliver.
+
+    kafka-python's ``close()`` flushes first, and raises if the flush times
+    out before stopping anything: a producer stuck on a transaction that
+    cannot commit (see :mod:`stream_dedup.kafka.bounded_commit`) would keep
+    its thread retrying the broker for the life of the process. Such a
+    producer is closed without sending; its transaction is aborted by the
+    next ``init_transactions()`` of its transactional id, or by the broker
+    after the transaction timeout.
+    """
+    try:
+        producer.close(timeout=timeout_seconds)
+    except KafkaTimeoutError:
+        producer._sender.force_close()  # fails the records still held, so the next flush returns
+        producer.close(timeout=timeout_seconds)
 
 
 #: How often a group consumer refreshes its topics' metadata, and so finds partitions added to them.
@@ -253,6 +279,16 @@ def ensure_topics(connection: KafkaConnection, topics: list[TopicSpec]) -> dict[
             time.sleep(0.2)
     finally:
         admin.close()
+
+
+def missing_topics(connection: KafkaConnection, topics: list[str]) -> list[str]:
+    """Those of ``topics`` the brokers do not know, in order."""
+    admin = KafkaAdminClient(**connection.options())
+    try:
+        existing = set(admin.list_topics())
+    finally:
+        admin.close()
+    return [topic for topic in topics if topic not in existing]
 
 
 def leave_group(connection: KafkaConnection, group_id: str, instance_id: str) -> None:

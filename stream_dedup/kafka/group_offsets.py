@@ -13,8 +13,12 @@ silently would publish nothing, for ever; so the wait ends with a
 ``docs/operating.md`` ("A hanging transaction") says how to abort it.
 """
 
-from kafka import KafkaConsumer, TopicPartition
+import time
+
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError, KafkaTimeoutError
+
+from stream_dedup.kafka.clients import KafkaConnection
 
 #: Beyond the transaction timeout, how long an unstable offset is waited for.
 _MARGIN_SECONDS = 30.0
@@ -38,3 +42,25 @@ def committed_offset(
             "leave one); abort it with kafka-transactions.sh (docs/operating.md, 'A hanging transaction')"
         ) from error
     return None if committed is None else int(committed)
+
+
+def has_committed(connection: KafkaConnection, group_id: str, topic: str) -> bool:
+    """Whether ``group_id`` has committed an offset of any partition of ``topic``: it has processed some of it.
+
+    Retried for up to 30 s while the brokers cannot answer yet: a new cluster
+    has no group coordinator until its offsets topic is made, which the
+    first question about a group starts.
+    """
+    deadline = time.monotonic() + _MARGIN_SECONDS
+    admin = KafkaAdminClient(**connection.options())
+    try:
+        while True:
+            try:
+                offsets = admin.list_group_offsets({group_id: None})[group_id]
+                return any(partition.topic == topic for partition in offsets)
+            except KafkaError as error:
+                if not error.retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+    finally:
+        admin.close()

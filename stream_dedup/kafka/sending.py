@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from kafka import KafkaProducer, TopicPartition
+from kafka.errors import KafkaTimeoutError
 
 from stream_dedup.kafka.clients import PRODUCER_TUNING
 from stream_dedup.kafka.murmur2 import partitions_of
@@ -80,7 +81,7 @@ def keyed_partitions(producer: KafkaProducer, sends: Sequence[Send]) -> list[int
         by_topic[send.topic].append(position)
     for topic, positions in by_topic.items():
         # As kafka-python's partitioner: every partition of the topic, available or not, in order.
-        known = sorted(producer.partitions_for(topic))
+        known = sorted(_partitions_of(producer, topic))
         unknown = sorted(str(p) for p in {sends[q].partition for q in positions} - {None, *known})
         if unknown:
             raise ValueError(f"topic {topic} has no partition {', '.join(unknown)} (its partitions: {known})")
@@ -89,3 +90,11 @@ def keyed_partitions(producer: KafkaProducer, sends: Sequence[Send]) -> list[int
         for position, index in zip(keyed, partitions_of(keys, len(known)).tolist(), strict=True):
             partitions[position] = known[index]
     return partitions
+
+
+def _partitions_of(producer: KafkaProducer, topic: str) -> set[int]:
+    """The partitions of ``topic``; a topic the brokers do not know (deleted) is named when the wait ends."""
+    try:
+        return set(producer.partitions_for(topic))
+    except KafkaTimeoutError as error:
+        raise KafkaTimeoutError(f"no partitions of topic {topic!r} known (does it exist?): {error}") from error

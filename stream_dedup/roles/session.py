@@ -30,6 +30,15 @@ the brokers refuse one of our timeouts     ``raise_if_timeout_refused`` in     "
 (their transaction.max.timeout.ms, or      ``RoleRunner.run``: exit 2, no new  'transaction_timeout_seconds'" (or
 group.min/max.session.timeout.ms)          session (each would be refused      'session_timeout_seconds'), naming
                                            the same)                           the brokers' setting
+a written topic (output, dead-letter,      ``commit_transaction`` (kafka.      ERROR "the transaction cannot commit:
+unique) deleted while the role runs        bounded_commit) raises              output_topic 'T' does not exist";
+                                           ``MissingTopicError``: new session, WARNING "... was deleted while the
+                                           which creates it again              stage ran: creating it again"
+                                           (``ensure_role_topics``)
+the sequenced or answers topic deleted,    ``refuse_lost_history`` at the      "stream-dedup: sequenced_topic 'T'
+the groups writing it having committed     start of every session: exit 1      does not exist, but group 'G' has
+offsets                                    (shards would replay nothing, the   committed offsets"
+                                           judge wait for lost answers)
 a record that is not ours, or of other     raised: the process exits 1         the message names the topic and the
 signature parameters or shard count                                            setting
 kill -9                                    the broker aborts the open          a standby, or the restarted process,
@@ -53,10 +62,12 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.kafka.assignments import AssignmentNotes
+from stream_dedup.kafka.bounded_commit import commit_transaction
 from stream_dedup.kafka.broker_limits import raise_if_timeout_refused
 from stream_dedup.kafka.clients import (
     SessionBackoff,
     assigned_lag,
+    close_producer,
     group_consumer,
     leave_group,
     log_offsets,
@@ -171,9 +182,14 @@ class RoleRunner:
         """
         ensure_role_topics(self.settings)
         pause = SessionBackoff()
+        first = True
         while not self.stopping:
             started = time.monotonic()
             try:
+                if not first:
+                    # A session can end on a written topic deleted under it: the next one needs it back.
+                    ensure_role_topics(self.settings, deleted_if_missing=True)
+                first = False
                 self._run_session()
             except KafkaError as error:
                 # A timeout the brokers refuse would be refused again by every new session.
@@ -193,7 +209,7 @@ class RoleRunner:
         with contextlib.ExitStack() as opened:
             opened.callback(work.close)
             producer = transactional_producer(s.connection(), s.transactional_id, s.transaction_timeout_seconds)
-            opened.callback(producer.close, 5.0)
+            opened.callback(close_producer, producer, 5.0)
             # Fences any earlier producer with this transactional id and aborts its open transaction.
             producer.init_transactions()
             consumer = group_consumer(
@@ -295,7 +311,7 @@ class _Session:
             send_all(producer, outgoing.sends, self.work.limits)
             offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in outgoing.offsets.items()}
             producer.send_offsets_to_transaction(offsets, self.consumer.group_metadata())
-            producer.commit_transaction()
+            commit_transaction(producer, self.settings.written_topics(sorted({send.topic for send in outgoing.sends})))
         except KafkaError as error:
             # The next session's init_transactions() fences this producer and
             # aborts the transaction (abort_transaction() could wait forever here).

@@ -3,20 +3,44 @@
 from stream_dedup.errors import ConfigError, TopicConfigError
 from stream_dedup.kafka.clients import TopicSpec, ensure_topics
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.topics import changelog_configs, check_history_retention
+from stream_dedup.worker.topics import (
+    History,
+    changelog_configs,
+    check_history_retention,
+    refuse_lost_history,
+    warn_of_deleted,
+)
 
 
-def ensure_role_topics(settings: WorkerSettings) -> None:
-    """Create what is missing; every role does it, so that any may start first.
+def ensure_role_topics(settings: WorkerSettings, deleted_if_missing: bool = False) -> None:
+    """Create what is missing; every role does it, at the start of each session, so that any may start first.
 
     The sequenced topic is a changelog (one partition, the changelog's
     retention); the answers topic has a partition per shard, kept as long
     (a judge stopped for a while must still find them); the output,
     dead-letter and unique topics are as wide as the input, as in the
-    single-process stage.
+    single-process stage. As there (:func:`~stream_dedup.worker.topics.ensure_stage_topics`),
+    ``deleted_if_missing`` names a written topic deleted under a running
+    session in a WARNING, and the two history topics are refused when
+    missing while the groups writing them have committed offsets: the
+    shards' indexes are rebuilt from the sequenced topic, and the judge
+    waits for the answers of every document the shards' offsets say they answered.
     """
     s = settings
     connection = s.connection()
+    refuse_lost_history(
+        connection,
+        [
+            History("sequenced_topic", s.sequenced_topic, s.group_of("signer"), s.input_topic),
+            *(
+                History("answers_topic", s.answers_topic, s.group_of("shard", k), s.sequenced_topic)
+                for k in range(s.shards)
+            ),
+        ],
+    )
+    written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
+    if deleted_if_missing:
+        warn_of_deleted(s, written)
     partitions = ensure_topics(connection, [TopicSpec(s.input_topic, 1)])[s.input_topic]
     configs = changelog_configs(s)
     counts = ensure_topics(

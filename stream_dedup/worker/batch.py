@@ -30,6 +30,7 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.engine.detection import DuplicateDetector
+from stream_dedup.kafka.bounded_commit import WrittenTopics, commit_transaction
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.messages import DeadLetter, dead_letter_record, verdict_value
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits
@@ -55,6 +56,8 @@ class Destinations:
     unique_topic: str | None
     #: What each written topic accepts (read from the brokers at start-up); the broker's default if absent.
     limits: Mapping[str, SizeLimit] = field(default_factory=dict)
+    #: The written topics a commit looks for when it does not return (None: the producer's own commit).
+    written: WrittenTopics | None = None
 
     def limit(self, topic: str) -> SizeLimit:
         return self.limits.get(topic) or SizeLimit()
@@ -206,7 +209,7 @@ def commit_batch(
         {TopicPartition(judged.input_topic, p): OffsetAndMetadata(judged.after[p], "", -1) for p in partitions},
         consumer_group,
     )
-    producer.commit_transaction()
+    commit_transaction(producer, destinations.written)
     committed_at = time.time()
     for letter, cut in zip(judged.letters, judged.truncated, strict=True):
         topic, partition, offset, _ = letter.source

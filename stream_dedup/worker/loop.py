@@ -50,6 +50,19 @@ a record too large for its destination     ``record_fit``: a truncated copy    W
                                            letter instead
 a written topic with max.message.bytes     ``size_limits``: exit 1             the message names the topic and the
 below 16 KiB                                                                   setting
+a written topic (output, dead-letter,      ``commit_transaction`` (kafka.      ERROR "the transaction cannot commit:
+unique) deleted while the stage runs       bounded_commit): a commit not       output_topic 'T' does not exist",
+                                           done in 5 s looks for the topics,   "Kafka error, restarting the
+                                           raises ``MissingTopicError``; the   session"; WARNING "output_topic 'T'
+                                           batch is aborted, and the next      was deleted while the stage ran:
+                                           session (``ensure_stage_topics``)   creating it again"; the batch is
+                                           creates the topic again             published once, to the new topic
+the changelog deleted (while the stage     ``refuse_lost_history`` at the      ERROR "... changelog_topic 'T' does
+runs, or since), the group having          start of every session: exit 1,     not exist", then "stream-dedup:
+committed offsets                          at every restart too (judging on    changelog_topic 'T' does not exist,
+                                           would miss every earlier document)  but group 'G' has committed offsets"
+a commit that never returns (past the      ``commit_transaction``: a Kafka     ERROR "the transaction's commit has
+transaction timeout + 30 s)                error, new session                  not completed after N s"
 a batch failing for a reason other than    ``_Session.process_batch`` (or      ERROR "judging a batch failed" (or
 Kafka (a record that trips a bug), again   ``_Session.judge`` if signing       "signing a batch failed"); then
 and again                                  failed): nothing of it was begun;   ERROR "record T:P:O fails its
@@ -122,7 +135,13 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.broker_limits import raise_if_timeout_refused
-from stream_dedup.kafka.clients import SessionBackoff, end_offsets_reader, group_consumer, transactional_producer
+from stream_dedup.kafka.clients import (
+    SessionBackoff,
+    close_producer,
+    end_offsets_reader,
+    group_consumer,
+    transactional_producer,
+)
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.batch import judge_batch
@@ -227,9 +246,14 @@ class Worker:
     def _run_sessions(self) -> None:
         s = self.settings
         pause = SessionBackoff()
+        first = True
         while not self.stopping:
             started = time.monotonic()
             try:
+                if not first:
+                    # A session can end on a written topic deleted under it: the next one needs it back.
+                    ensure_stage_topics(s, deleted_if_missing=True)
+                first = False
                 self._run_session()
                 pause.after_success()
             except KafkaError as error:
@@ -289,7 +313,7 @@ class Worker:
             self._leave_group()
 
     def _close_producer(self, producer: KafkaProducer) -> None:
-        producer.close(timeout=max(1.0, min(5.0, self.remaining_grace())))
+        close_producer(producer, max(1.0, min(5.0, self.remaining_grace())))
 
     def _leave_group(self) -> None:
         """A static member does not leave the group on close; remove it, so a standby takes over at once."""
@@ -345,6 +369,11 @@ class _Session:
         self.texts = texts
         self.signature_fingerprint = s.detection.signature_fingerprint()
         self.destinations = stage_destinations(s)
+        # The producer learns the written topics' partitions while they exist: one deleted later fails the
+        # next commit that writes to it, which names it within seconds (kafka.bounded_commit), where a first
+        # send would wait max_block_ms (60 s) for partitions that never come.
+        for topic in self.destinations.limits:
+            producer.partitions_for(topic)
         self.active = False
         self.new_assignment: list[Any] | None = None
         #: Set while joining the group: kafka-python 3.0 can lose a join (see check_join).

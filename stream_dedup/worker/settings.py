@@ -17,6 +17,7 @@ from stream_dedup.bounds import check_number, check_whole_number
 from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.block_spool import BlockSpool
+from stream_dedup.kafka.bounded_commit import WrittenTopics
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputFormat, InputReading
 from stream_dedup.kafka.record_texts import RecordTexts
@@ -368,11 +369,26 @@ class WorkerSettings(ConnectionSettings):
     @property
     def role_group_id(self) -> str:
         """The consumer group of this process's role: one per role, one per shard."""
-        if self.role == "all":
+        return self.group_of(self.role, self.shard_index)
+
+    def group_of(self, role: StageRole, shard_index: int = 0) -> str:
+        """The consumer group of ``role`` (of shard ``shard_index``) in this stage."""
+        if role == "all":
             return self.group_id
-        if self.role == "shard":
-            return f"{self.group_id}.shard-{self.shard_index}"
-        return f"{self.group_id}.{self.role}s" if self.role == "signer" else f"{self.group_id}.{self.role}"
+        if role == "shard":
+            return f"{self.group_id}.shard-{shard_index}"
+        return f"{self.group_id}.{role}s" if role == "signer" else f"{self.group_id}.{role}"
+
+    def topic_settings(self) -> dict[str, str]:
+        """Each topic of the stage, with the setting that names it (for messages)."""
+        return {getattr(self, name): name for name in _TOPIC_SETTINGS if getattr(self, name)}
+
+    def written_topics(self, topics: list[str]) -> WrittenTopics:
+        """``topics``, written in this replica's transactions, as its commits watch them (kafka.bounded_commit)."""
+        names = self.topic_settings()
+        # Past the transaction timeout the broker aborts the transaction itself; 30 s more for a slow answer.
+        timeout = self.transaction_timeout_seconds + 30
+        return WrittenTopics(self.connection(), {topic: names[topic] for topic in topics}, timeout)
 
     @property
     def transactional_id(self) -> str:

@@ -1,7 +1,18 @@
-"""The topics of the stage, created at start-up when missing, and how the changelog is configured."""
+"""The topics of the stage, created when missing at the start of each session, and how the changelog is configured.
 
-from stream_dedup.errors import TopicConfigError
-from stream_dedup.kafka.clients import TopicSpec, ensure_topics
+At the start of each session, not only at start-up: an operator who deletes
+a written topic while the stage runs ends the session (its commit names the
+topic, :mod:`stream_dedup.kafka.bounded_commit`), and the next session must
+find it again rather than fail the same way for ever. Deleted history is
+another matter (:func:`refuse_lost_history`).
+"""
+
+import logging
+from dataclasses import dataclass
+
+from stream_dedup.errors import LostHistoryError, TopicConfigError
+from stream_dedup.kafka.clients import KafkaConnection, TopicSpec, ensure_topics, missing_topics
+from stream_dedup.kafka.group_offsets import has_committed
 from stream_dedup.kafka.topic_limits import size_limits, topic_configs
 from stream_dedup.worker.batch import Destinations
 from stream_dedup.worker.settings import WorkerSettings
@@ -17,12 +28,39 @@ _SHINGLE_BYTES = 4
 #: source (8), end of its id (8) and an id of about 48 bytes.
 _CHANGELOG_BYTES_BESIDES_SKETCH = 72
 
+log = logging.getLogger(__name__)
 
-def ensure_stage_topics(settings: WorkerSettings) -> None:
-    """Create the stage's topics if missing: the input (one partition), and those written, as wide as the input."""
+
+@dataclass(frozen=True)
+class History:
+    """A topic holding the stage's state (the changelog; a sharded stage's sequenced and answers topics), and a
+    group whose committed offsets say it holds some.
+
+    The group commits its offsets of ``read_topic`` in the transactions that
+    write to ``topic``: offsets committed mean batches were written there.
+    """
+
+    setting: str
+    topic: str
+    group_id: str
+    read_topic: str
+
+
+def ensure_stage_topics(settings: WorkerSettings, deleted_if_missing: bool = False) -> None:
+    """Create the stage's topics if missing: the input (one partition), and those written, as wide as the input.
+
+    ``deleted_if_missing``: a session ran before, so a written topic missing
+    now was deleted under the stage. It is created again, and named in a
+    WARNING: what it held is gone, and an operator's mistake must not pass
+    unseen. A missing changelog is refused, there or at start-up, when the
+    group's offsets say it held batches (:func:`refuse_lost_history`).
+    """
     s = settings
-    partitions = ensure_topics(s.connection(), [TopicSpec(s.input_topic, 1)])[s.input_topic]
     written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
+    refuse_lost_history(s.connection(), [History("changelog_topic", s.changelog_topic, s.group_id, s.input_topic)])
+    if deleted_if_missing:
+        warn_of_deleted(s, written)
+    partitions = ensure_topics(s.connection(), [TopicSpec(s.input_topic, 1)])[s.input_topic]
     ensure_topics(
         s.connection(),
         [TopicSpec(name, partitions) for name in written]
@@ -30,6 +68,39 @@ def ensure_stage_topics(settings: WorkerSettings) -> None:
         + [TopicSpec(s.changelog_topic, 1, changelog_configs(s))],
     )
     check_history_retention(s, s.changelog_topic, "changelog_topic")
+
+
+def refuse_lost_history(connection: KafkaConnection, histories: list[History]) -> None:
+    """Raise :class:`LostHistoryError` for a history topic that is missing while its group has committed offsets.
+
+    The stage rebuilds its state from that topic, and goes on from the
+    group's offsets: a history created anew, empty, would have it judge each
+    document against an index missing every one before it, wrong verdicts
+    with nothing above a WARNING to say so. A missing history whose group
+    never committed lost nothing, and is created as at a first start.
+    """
+    gone = set(missing_topics(connection, [h.topic for h in histories]))
+    for history in histories:
+        if history.topic in gone and has_committed(connection, history.group_id, history.read_topic):
+            raise LostHistoryError(
+                f"{history.setting} {history.topic!r} does not exist, but group {history.group_id!r} has committed "
+                f"offsets of {history.read_topic!r}: the topic the stage rebuilds its state from was deleted "
+                "(while the stage ran, or since). Going on from those offsets would judge each document against "
+                "an index missing every one before it (or wait for answers lost with it). To start over, run the "
+                "stage with a new group_id (new topics and index; the input is judged from its beginning)"
+            )
+
+
+def warn_of_deleted(settings: WorkerSettings, written: list[str]) -> None:
+    """Name in a WARNING each of the ``written`` topics that is missing: it was deleted while the stage ran."""
+    names = settings.topic_settings()
+    for topic in missing_topics(settings.connection(), written):
+        log.warning(
+            "%s %r was deleted while the stage ran: creating it again (what it held is gone; records of "
+            "batches not yet committed are published to the new topic)",
+            names[topic],
+            topic,
+        )
 
 
 def stage_destinations(settings: WorkerSettings) -> Destinations:
@@ -41,7 +112,12 @@ def stage_destinations(settings: WorkerSettings) -> Destinations:
     s = settings
     written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
     return Destinations(
-        s.output_topic, s.dead_letter_topic, s.changelog_topic, s.unique_topic, size_limits(s.connection(), written)
+        s.output_topic,
+        s.dead_letter_topic,
+        s.changelog_topic,
+        s.unique_topic,
+        size_limits(s.connection(), written),
+        s.written_topics([*written, s.changelog_topic]),
     )
 
 

@@ -1,0 +1,82 @@
+"""Committing a transaction without waiting for ever, and naming a written topic deleted under it.
+
+kafka-python's ``commit_transaction()`` waits for the commit with no timeout.
+A transaction holding a partition of a topic deleted since it began (an
+operator deleted the output topic while the stage ran) never commits: the
+broker answers AddPartitionsToTxn with UNKNOWN_TOPIC_OR_PARTITION, which
+kafka-python retries every ``retry_backoff_ms`` for ever, holding the
+transaction's records (their delivery timeout never starts) and logging
+nothing above DEBUG. The stage then published nothing and said nothing.
+
+:func:`commit_transaction` waits in slices instead. When a commit takes
+longer than a commit should, it asks the brokers which written topics still
+exist, and raises :class:`MissingTopicError` naming a missing one and the
+setting that names it; a commit that outlasts any the broker could still
+complete raises ``KafkaTimeoutError``. Either ends the session like any
+Kafka error: the next ``init_transactions()`` fences this producer and
+aborts its transaction, so the batch is judged again and published once.
+"""
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kafka import KafkaProducer
+from kafka.errors import KafkaError, KafkaTimeoutError
+
+from stream_dedup.kafka.clients import KafkaConnection, missing_topics
+
+#: A commit is a few round trips (about 50 ms on a local broker): one still
+#: waiting after this long is stuck or the brokers are slow, and it is time to
+#: ask them whether the topics it writes still exist.
+_LOOK_AFTER_SECONDS = 5.0
+
+
+class MissingTopicError(KafkaError):
+    """A topic the open transaction writes does not exist any more; the message names it and its setting."""
+
+
+@dataclass(frozen=True)
+class WrittenTopics:
+    """The topics a stage's transactions write, each with the setting that names it, and how long a commit may take.
+
+    ``timeout_seconds`` is the longest a commit may wait at all: past the
+    transaction timeout the broker has aborted the transaction itself, so a
+    commit still waiting well after it will never return on its own.
+    """
+
+    connection: KafkaConnection
+    #: Topic -> the setting naming it (``output_topic``, ``changelog_topic``, ...).
+    settings: Mapping[str, str]
+    timeout_seconds: float
+
+    def missing(self) -> dict[str, str]:
+        """The written topics the brokers do not know, each with its setting."""
+        return {topic: self.settings[topic] for topic in missing_topics(self.connection, list(self.settings))}
+
+
+def commit_transaction(producer: KafkaProducer, written: WrittenTopics | None) -> None:
+    """Commit the open transaction; raise rather than wait for ever (see the module docstring).
+
+    Raises :class:`MissingTopicError` if a topic of ``written`` is gone,
+    ``KafkaTimeoutError`` after ``written.timeout_seconds``, or what the
+    commit itself raises. Without ``written``, or with a producer other than
+    kafka-python's own (a test's fake), the producer's own commit.
+    """
+    if written is None or not isinstance(producer, KafkaProducer):
+        producer.commit_transaction()
+        return
+    # commit_transaction() less its unbounded wait (kafka-python 3.0, whose minor version pyproject pins).
+    result = producer._transaction_manager.begin_commit()
+    producer._sender.wakeup()
+    started = time.monotonic()
+    while not result.wait(timeout_ms=_LOOK_AFTER_SECONDS * 1000):  # raises what the commit raised
+        missing = written.missing()
+        if missing:
+            raise MissingTopicError(
+                "the transaction cannot commit: "
+                + "; ".join(f"{setting} {topic!r} does not exist (deleted?)" for topic, setting in missing.items())
+            )
+        waited = time.monotonic() - started
+        if waited > written.timeout_seconds:
+            raise KafkaTimeoutError(f"the transaction's commit has not completed after {waited:.0f} s")

@@ -1,0 +1,138 @@
+"""A topic the stage writes, deleted under it: named, and created again, or the stage stops if its history is gone.
+
+kafka-python retries a transaction's partition of a deleted topic for ever,
+and its commit waits for it with no timeout: the stage used to publish
+nothing and log nothing of its own (kafka.bounded_commit).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+from kafka import KafkaAdminClient
+
+from .clear_corpus import brute_force_verdicts, clear_corpus
+from .stage import Stage, WorkerProcess, produce, read_committed, role_threads
+
+pytestmark = pytest.mark.kafka
+
+Message = tuple[bytes, bytes, int, int]
+
+
+def documents(texts: list[str], ids: range) -> list[Message]:
+    now = int(time.time() * 1000)
+    return [
+        (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": texts[i]}).encode(), i % 3, now + i) for i in ids
+    ]
+
+
+def delete_topic(bootstrap: str, topic: str, present: bool = False, timeout: float = 40.0) -> None:
+    """Delete ``topic`` and wait until the brokers no longer list it (or, with ``present``, list it again)."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        if not present:
+            admin.delete_topics([topic])
+        deadline = time.monotonic() + timeout
+        while (topic in admin.list_topics()) != present:
+            assert time.monotonic() < deadline, f"topic {topic} still {'missing' if present else 'listed'}"
+            time.sleep(0.2)
+    finally:
+        admin.close()
+
+
+def logged(worker: WorkerProcess, level: str, text: str) -> list[str]:
+    return [str(line["message"]) for line in worker.log_lines() if line["level"] == level and text in line["message"]]
+
+
+def test_an_output_topic_deleted_under_the_stage_is_named_created_again_and_no_verdict_lost_or_doubled(
+    stage: Stage, tmp_path: Path
+) -> None:
+    texts = [text for text, _ in clear_corpus(60, 60)]
+    worker = WorkerProcess(stage.environment(batch_size=20), tmp_path / "worker.log").start()
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(60)))
+    assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=60)) == 60
+    delete_topic(stage.bootstrap, stage.output_topic)
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(60, 120)))
+    # The commit holding the first batch after the deletion fails naming the topic; the next session makes it again.
+    delete_topic(stage.bootstrap, stage.output_topic, present=True)
+    records = read_committed(stage.bootstrap, stage.output_topic, 60, settle=3, timeout=40)
+    verdicts = {json.loads(r.value)["id"]: json.loads(r.value)["verdict"] for r in records}
+    assert len(records) == 60 and set(verdicts) == {f"doc-{i}" for i in range(60, 120)}
+    # The index kept what it held: the copies are judged against the originals judged before the deletion.
+    truth = brute_force_verdicts([(f"doc-{i}", text) for i, text in enumerate(texts)])
+    assert all(verdicts[d] == truth[d] for d in verdicts)
+    assert logged(worker, "ERROR", f"output_topic {stage.output_topic!r} does not exist"), worker.log_path.read_text()
+    assert logged(worker, "WARNING", f"output_topic {stage.output_topic!r} was deleted while the stage ran")
+    assert worker.running()
+
+
+def test_a_dead_letter_topic_deleted_under_the_stage_is_named_and_the_bad_record_still_dead_lettered_once(
+    stage: Stage, tmp_path: Path
+) -> None:
+    texts = [text for text, _ in clear_corpus(60, 0)]
+    worker = WorkerProcess(stage.environment(batch_size=20), tmp_path / "worker.log").start()
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(30)))
+    read_committed(stage.bootstrap, stage.output_topic, 30, settle=1, timeout=60)
+    delete_topic(stage.bootstrap, stage.dead_letter_topic)
+    bad: Message = (b"bad", b"{not json", 0, int(time.time() * 1000))
+    later = [*documents(texts, range(30, 45)), bad, *documents(texts, range(45, 60))]
+    produce(stage.bootstrap, stage.input_topic, later)
+    delete_topic(stage.bootstrap, stage.dead_letter_topic, present=True)
+    letters = read_committed(stage.bootstrap, stage.dead_letter_topic, 1, settle=3, timeout=40)
+    assert [letter.value for letter in letters] == [b"{not json"]
+    records = read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=10)
+    assert sorted(json.loads(r.value)["id"] for r in records) == sorted(f"doc-{i}" for i in range(60))
+    assert logged(worker, "ERROR", f"dead_letter_topic {stage.dead_letter_topic!r} does not exist")
+    assert logged(worker, "WARNING", f"dead_letter_topic {stage.dead_letter_topic!r} was deleted while the stage ran")
+
+
+def test_a_changelog_deleted_under_the_stage_stops_it_and_a_restart_refuses_to_judge_without_it(
+    stage: Stage, tmp_path: Path
+) -> None:
+    texts = [text for text, _ in clear_corpus(60, 60)]
+    changelog = stage.settings().changelog_topic
+    worker = WorkerProcess(stage.environment(batch_size=20), tmp_path / "worker.log").start()
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(60)))
+    read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=60)
+    delete_topic(stage.bootstrap, changelog)
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(60, 120)))
+    # Judging on against an index rebuilt from nothing would call every copy unique: the stage stops instead.
+    assert worker.wait(40) == 1
+    assert logged(worker, "ERROR", f"changelog_topic {changelog!r} does not exist")
+    assert f"changelog_topic {changelog!r} does not exist, but group" in worker.log_path.read_text()
+    restarted = WorkerProcess(stage.environment(batch_size=20), tmp_path / "restarted.log").start()
+    assert restarted.wait(30) == 1
+    assert "new group_id" in restarted.log_path.read_text()
+    assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=2, timeout=10)) == 60
+
+
+def test_an_output_topic_deleted_under_a_sharded_stage_is_named_created_again_and_no_verdict_lost_or_doubled(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    texts = [text for text, _ in clear_corpus(60, 60)]
+    roles = dict(batch_size=20, index_slots=6, shards=1)
+    with (
+        caplog.at_level(logging.WARNING, logger="stream_dedup"),
+        role_threads(
+            stage.settings("signer-1", role="signer", **roles),
+            stage.settings("shard-0", role="shard", shard_index=0, **roles),
+            stage.settings("judge-1", role="judge", **roles),
+        ),
+    ):
+        produce(stage.bootstrap, stage.input_topic, documents(texts, range(60)))
+        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=60)
+        delete_topic(stage.bootstrap, stage.output_topic)
+        produce(stage.bootstrap, stage.input_topic, documents(texts, range(60, 120)))
+        delete_topic(stage.bootstrap, stage.output_topic, present=True)
+        records = read_committed(stage.bootstrap, stage.output_topic, 60, settle=3, timeout=40)
+    verdicts = {json.loads(r.value)["id"]: json.loads(r.value)["verdict"] for r in records}
+    assert len(records) == 60 and set(verdicts) == {f"doc-{i}" for i in range(60, 120)}
+    truth = brute_force_verdicts([(f"doc-{i}", text) for i, text in enumerate(texts)])
+    assert all(verdicts[d] == truth[d] for d in verdicts)
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(f"output_topic {stage.output_topic!r} does not exist" in m for m in messages), caplog.text
+    assert any(f"output_topic {stage.output_topic!r} was deleted while the stage ran" in m for m in messages)
