@@ -1,11 +1,13 @@
 import itertools
 
 import numpy as np
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from stream_dedup.lsh import BandIndex, BandParameters, IndexedBatch, Retention, SignedBatch, pairs_within_batch
 from stream_dedup.lsh.band_keys import content_slots, index_keys
 from stream_dedup.lsh.band_table import BandTables
-from stream_dedup.lsh.index import ranks_within_batch
+from stream_dedup.lsh.index import _sorted_minors, ranks_within_batch
 from stream_dedup.sketch import one_bit_sketches
 
 BANDING = BandParameters(bands=4, rows_per_band=2)
@@ -164,32 +166,66 @@ def test_retention_sizes_each_generation_up_front_so_tables_never_grow() -> None
     assert index.generations[-1].tables.buckets * 8 * 0.75 >= 5000
 
 
-def test_a_row_sees_the_stored_documents_its_batchs_earlier_rows_left_entered_one_by_one() -> None:
-    """A model, per band key and slot: the newest documents, each earlier row of the batch displacing the oldest."""
-    rng = np.random.default_rng(17)
-    for slots, cap in [(1, 3), (3, 6), (2, 5)]:
-        signatures = rng.integers(0, 3, (300, 8), dtype=np.uint32)  # few values: every key crowded
-        stored, probe = signatures[:240], signatures[240:]
-        index = BandIndex(SKETCH_BITS, BANDING, max_bucket_size=cap, slots=slots)
-        for start in range(0, len(stored), 40):
-            keys = keys_of(stored[start : start + 40])
-            lookup = index.lookup(keys)
-            sketches = one_bit_sketches(np.tile(stored[start : start + 40], 8))
-            first = index.next_seq
-            ids = [f"d{first + i}" for i in range(len(keys))]
-            batch = IndexedBatch(ids, SignedBatch(sketches, keys), np.zeros(len(ids)), np.zeros(len(ids), np.uint64))
-            index.add(batch, lookup.newest_counts + ranks_within_batch(keys, slots))
-        stored_keys, keys = keys_of(stored), keys_of(probe)
-        stored_slots, slot = content_slots(stored_keys, slots), content_slots(keys, slots)
-        lookup = index.lookup(keys, pairs_within_batch(keys, cap).ranks)
-        slot_cap = -(-cap // slots)
-        for band in range(BANDING.bands):
-            for row in range(len(probe)):
-                expected = []
-                for s in range(slots):
-                    held = np.flatnonzero((stored_keys[:, band] == keys[row, band]) & (stored_slots == s))[-slot_cap:]
-                    earlier = np.count_nonzero((keys[:row, band] == keys[row, band]) & (slot[:row] == s))
-                    left = max(0, slot_cap - earlier)  # each earlier row displaced the oldest
-                    expected += held[max(0, len(held) - left) :].tolist() if left else []
-                found = lookup.seqs[(lookup.rows == row) & (lookup.tables == band)]
-                assert sorted(found.tolist()) == sorted(expected), (slots, cap, band, row)
+@settings(max_examples=100, deadline=None)
+@given(
+    slots=st.integers(1, 40),
+    cap=st.integers(1, 12),
+    values=st.integers(2, 4),
+    stored_count=st.integers(0, 240),
+    probe_count=st.integers(1, 80),
+    seed=st.integers(0, 2**32),
+)
+@example(slots=1, cap=3, values=3, stored_count=240, probe_count=60, seed=17)
+@example(slots=3, cap=6, values=3, stored_count=240, probe_count=60, seed=17)
+@example(slots=2, cap=5, values=3, stored_count=240, probe_count=60, seed=17)
+def test_a_row_sees_the_stored_documents_its_batchs_earlier_rows_left_entered_one_by_one(
+    slots: int, cap: int, values: int, stored_count: int, probe_count: int, seed: int
+) -> None:
+    """A model, per band key and slot: the newest documents, each earlier row of the batch displacing the oldest.
+
+    Few values make every key crowded; with many slots a row also meets stored documents of slots none of the
+    batch's rows under that key has, and there are more possible (row, band, slot) groups than matches.
+    """
+    signatures = np.random.default_rng(seed).integers(0, values, (stored_count + probe_count, 8), dtype=np.uint32)
+    stored, probe = signatures[:stored_count], signatures[stored_count:]
+    index = BandIndex(SKETCH_BITS, BANDING, max_bucket_size=cap, slots=slots)
+    for start in range(0, len(stored), 40):
+        keys = keys_of(stored[start : start + 40])
+        lookup = index.lookup(keys)
+        sketches = one_bit_sketches(np.tile(stored[start : start + 40], 8))
+        first = index.next_seq
+        ids = [f"d{first + i}" for i in range(len(keys))]
+        batch = IndexedBatch(ids, SignedBatch(sketches, keys), np.zeros(len(ids)), np.zeros(len(ids), np.uint64))
+        index.add(batch, lookup.newest_counts + ranks_within_batch(keys, slots))
+    stored_keys, keys = keys_of(stored), keys_of(probe)
+    stored_slots, slot = content_slots(stored_keys, slots), content_slots(keys, slots)
+    lookup = index.lookup(keys, pairs_within_batch(keys, cap).ranks)
+    slot_cap = -(-cap // slots)
+    for band in range(BANDING.bands):
+        for row in range(len(probe)):
+            expected = []
+            for s in range(slots):
+                held = np.flatnonzero((stored_keys[:, band] == keys[row, band]) & (stored_slots == s))[-slot_cap:]
+                earlier = np.count_nonzero((keys[:row, band] == keys[row, band]) & (slot[:row] == s))
+                left = max(0, slot_cap - earlier)  # each earlier row displaced the oldest
+                expected += held[max(0, len(held) - left) :].tolist() if left else []
+            found = lookup.seqs[(lookup.rows == row) & (lookup.tables == band)]
+            assert sorted(found.tolist()) == sorted(expected), (slots, cap, band, row)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pairs=st.lists(st.tuples(st.integers(0, 2**62), st.integers(0, 2**40)), max_size=50),
+    major_bits=st.integers(0, 62),
+    minor_bits=st.integers(0, 40),
+)
+def test_the_minors_of_pairs_sorted_come_out_in_order_whether_or_not_a_pair_fits_one_integer(
+    pairs: list[tuple[int, int]], major_bits: int, minor_bits: int
+) -> None:
+    """Pairs of up to 102 bits, with a lexsort's truth: a sort of them packed only where they fit 63 bits."""
+    pairs = [(major >> (62 - major_bits), minor >> (40 - minor_bits)) for major, minor in pairs]
+    major = np.array([p[0] for p in pairs], dtype=np.int64)
+    minor = np.array([p[1] for p in pairs], dtype=np.int64)
+    positions = np.arange(len(pairs))[::-1].copy()
+    expected = [minor for _, minor in sorted(pairs)][::-1]
+    assert _sorted_minors(major.astype(np.intp), minor.astype(np.intp), positions).tolist() == expected
