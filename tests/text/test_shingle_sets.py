@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stream_dedup.text import shingle_sets
-from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard, jaccard_of_pairs
+from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard, jaccard_of_pairs, shared_counts
 
 set_lists = st.lists(st.sets(st.integers(0, 50), max_size=12), min_size=1, max_size=8)
 #: Sets of any 32-bit values, long enough to be taken slice by slice.
@@ -76,3 +76,11 @@ def test_jaccard_of_pairs_in_rounds_matches_python_sets(
     expected = [len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for a, b in zip(left, right, strict=True)]
     with patch.object(shingle_sets, "_VALUES_PER_ROUND", per_round):
         assert np.allclose(jaccard_of_pairs(ragged(sets), left, right), expected) and len(expected) == left.size
+
+
+@settings(max_examples=100, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sets(st.integers(0, 30)), st.sets(st.integers(0, 30)))))
+def test_shared_counts_match_python_sets_empty_ones_included(pairs: list[tuple[set[int], set[int]]]) -> None:
+    """Each pair's count is read where its values end once sorted: an empty set, or two, must not shift them."""
+    left, right = ragged([a for a, _ in pairs]), ragged([b for _, b in pairs])
+    assert shared_counts(left, right).tolist() == [len(a & b) for a, b in pairs]
