@@ -20,10 +20,11 @@ from stream_dedup.text.shingles import ShingleChunk, Shingling, shingle_chunks
 
 IntArray = npt.NDArray[np.intp]
 
-#: Values (of both sides) per round of :func:`jaccard_of_pairs`: its tagged copy (8 bytes a value) then
-#: stays within the CPU's caches and below glibc's mmap threshold, so that no round pays page faults for
-#: fresh memory. At once, the 768k pairs a batch of 4,096 templated listings settles by text took 6x as long.
-_VALUES_PER_ROUND = 1 << 20
+#: Values (of both sides) per round of :func:`jaccard_of_pairs`: its tagged copy (8 bytes a value, 2 MB)
+#: and the round's other arrays then stay within the CPU's caches and below glibc's mmap threshold, so
+#: that no round pays page faults for fresh memory. At once, the 768k pairs a batch of 4,096 templated
+#: listings settles by text took 6x as long; in rounds of 1M values, twice as long as in rounds of 256k.
+_VALUES_PER_ROUND = 1 << 18
 #: Sets longer than this on average are copied one slice each by :meth:`ShingleSets.take` (a Python
 #: step per set, about 0.2 µs); shorter ones by one gather over all their values (about 4 ns a value).
 _SLICED_SET_LENGTH = 64
