@@ -85,28 +85,34 @@ class ShingleSets:
             stops = starts + lengths
             sliced = [self.values[start:stop] for start, stop in zip(starts.tolist(), stops.tolist(), strict=True)]
             return ShingleSets(np.concatenate(sliced), ends)
-        positions = np.arange(total) - np.repeat(ends - lengths - starts, lengths)
-        return ShingleSets(self.values[positions], ends)
+        return ShingleSets(self.values[_positions(starts, lengths)], ends)
 
 
 def shared_counts(left: ShingleSets, right: ShingleSets) -> npt.NDArray[np.int64]:
-    """``|left[i] ∩ right[i]|`` for every ``i``, all pairs at once.
-
-    Both sides are tagged with their pair number (the high 32 bits) and
-    sorted together: a value present in both sets of a pair appears twice in
-    a row. Each side, its sets sorted, is sorted already once tagged, so a
-    stable sort (timsort) only merges the two: 2.4 times faster than sorting
-    them afresh. Sorted, a pair's values lie together, as many as its two
-    sets hold: a running count of the repeats, read at the pairs' ends,
-    counts each pair's (4 times faster than selecting the repeats and
-    counting them by their tags).
-    """
+    """``|left[i] ∩ right[i]|`` for every ``i``, all pairs at once."""
     middle = left.values.size
-    left_lengths, right_lengths = left.lengths, right.lengths
     keyed = np.empty(middle + right.values.size, dtype=np.uint64)
     keyed[:middle] = left.values
     keyed[middle:] = right.values
-    tags = np.arange(len(left), dtype=np.uint64) << U64(32)
+    return _shared_counts_of(keyed, left.lengths, right.lengths)
+
+
+def _shared_counts_of(
+    keyed: npt.NDArray[np.uint64], left_lengths: npt.NDArray[np.int64], right_lengths: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """:func:`shared_counts` of the pairs whose values ``keyed`` holds: every left set, then every right set.
+
+    Both sides are tagged with their pair number (the high 32 bits) and
+    sorted together (``keyed``, in place): a value present in both sets of a
+    pair appears twice in a row. Each side, its sets sorted, is sorted
+    already once tagged, so a stable sort (timsort) only merges the two: 2.4
+    times faster than sorting them afresh. Sorted, a pair's values lie
+    together, as many as its two sets hold: a running count of the repeats,
+    read at the pairs' ends, counts each pair's (4 times faster than
+    selecting the repeats and counting them by their tags).
+    """
+    middle = int(left_lengths.sum())
+    tags = np.arange(left_lengths.size, dtype=np.uint64) << U64(32)
     keyed[:middle] |= np.repeat(tags, left_lengths)
     keyed[middle:] |= np.repeat(tags, right_lengths)
     keyed.sort(kind="stable")
@@ -119,8 +125,13 @@ def shared_counts(left: ShingleSets, right: ShingleSets) -> npt.NDArray[np.int64
 
 def exact_jaccard(left: ShingleSets, right: ShingleSets) -> npt.NDArray[np.float64]:
     """Jaccard similarity of ``left[i]`` and ``right[i]`` for every ``i``, all pairs at once."""
-    shared = shared_counts(left, right)
-    union = left.lengths + right.lengths - shared
+    return _jaccard(shared_counts(left, right), left.lengths, right.lengths)
+
+
+def _jaccard(
+    shared: npt.NDArray[np.int64], left_lengths: npt.NDArray[np.int64], right_lengths: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    union = left_lengths + right_lengths - shared
     return np.asarray(shared / np.maximum(union, 1), dtype=np.float64)
 
 
@@ -134,13 +145,28 @@ def distinct_counts(chunk: ShingleChunk) -> npt.NDArray[np.uint32]:
 
 
 def jaccard_of_pairs(sets: ShingleSets, left: IntArray, right: IntArray) -> npt.NDArray[np.float64]:
-    """:func:`exact_jaccard` of ``sets[left[i]]`` and ``sets[right[i]]``, in rounds of :data:`_VALUES_PER_ROUND`."""
+    """:func:`exact_jaccard` of ``sets[left[i]]`` and ``sets[right[i]]``, in rounds of :data:`_VALUES_PER_ROUND`.
+
+    A round's values are gathered straight into the 64-bit array its pairs are tagged and sorted in: no
+    copy of each side's sets first (:meth:`ShingleSets.take`, a Python step per set).
+    """
     lengths = sets.lengths
+    starts = sets.ends - lengths
+    values = sets.values.astype(np.uint64)
     work = np.cumsum(lengths[left] + lengths[right])
     total = int(work[-1]) if work.size else 0
     cuts = np.searchsorted(work, np.arange(_VALUES_PER_ROUND, total, _VALUES_PER_ROUND), side="right")
     bounds = [0, *sorted(set(cuts.tolist()) - {0, left.size}), left.size]
-    return np.concatenate(
-        [np.empty(0)]
-        + [exact_jaccard(sets.take(left[start:stop]), sets.take(right[start:stop])) for start, stop in pairwise(bounds)]
-    )
+    similarity = [np.empty(0)]
+    for start, stop in pairwise(bounds):
+        which = np.concatenate((left[start:stop], right[start:stop]))
+        keyed = values[_positions(starts[which], lengths[which])]
+        left_lengths, right_lengths = lengths[left[start:stop]], lengths[right[start:stop]]
+        similarity.append(_jaccard(_shared_counts_of(keyed, left_lengths, right_lengths), left_lengths, right_lengths))
+    return np.concatenate(similarity)
+
+
+def _positions(starts: npt.NDArray[np.int64], lengths: npt.NDArray[np.int64]) -> IntArray:
+    """Where the values of the sets at ``starts`` (with ``lengths``) lie, set after set: one gather takes them."""
+    total = int(lengths.sum())
+    return np.arange(total) - np.repeat(np.cumsum(lengths) - lengths - starts, lengths)

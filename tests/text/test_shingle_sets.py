@@ -78,6 +78,24 @@ def test_jaccard_of_pairs_in_rounds_matches_python_sets(
         assert np.allclose(jaccard_of_pairs(ragged(sets), left, right), expected) and len(expected) == left.size
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    parts=st.lists(long_sets, min_size=2, max_size=5),
+    picks=st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), max_size=12),
+    per_round=st.integers(1, 1_000),
+)
+def test_jaccard_of_pairs_of_sets_of_any_32_bit_values_matches_python_sets(
+    parts: list[set[int]], picks: list[tuple[int, int]], per_round: int
+) -> None:
+    """Values gathered straight into the tagged 64-bit copy keep all 32 bits, whatever the rounds."""
+    sets = [parts[0] | part for part in parts]  # all share the first set's values, so that pairs share many
+    left = np.array([a % len(sets) for a, _ in picks], dtype=np.intp)
+    right = np.array([b % len(sets) for _, b in picks], dtype=np.intp)
+    expected = [len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for a, b in zip(left, right, strict=True)]
+    with patch.object(shingle_sets, "_VALUES_PER_ROUND", per_round):
+        assert np.allclose(jaccard_of_pairs(ragged(sets), left, right), expected) and len(expected) == left.size
+
+
 @settings(max_examples=100, deadline=None)
 @given(pairs=st.lists(st.tuples(st.sets(st.integers(0, 30)), st.sets(st.integers(0, 30)))))
 def test_shared_counts_match_python_sets_empty_ones_included(pairs: list[tuple[set[int], set[int]]]) -> None:
