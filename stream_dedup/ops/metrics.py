@@ -205,7 +205,7 @@ class WorkerMetrics:
         self.deleted_input_records = Counter(
             "stream_dedup_deleted_input_records_total",
             "Input records deleted (retention, kafka-delete-records) before they were read: no verdict (at most).",
-            ["topic", "partition"],
+            # No labels: a series from the start, 0 until a loss (the WARNING names the partition and offsets).
             registry=r,
         )
         self.isolated_records = Counter(

@@ -92,7 +92,7 @@ class MetricsEvents(WorkerEvents):
         self.metrics.refetched_records.inc(refetched)
 
     def input_deleted(self, topic: str, partition: int, records: int) -> None:
-        self.metrics.deleted_input_records.labels(topic, str(partition)).inc(records)
+        self.metrics.deleted_input_records.inc(records)
 
     def record_isolated(self, topic: str, partition: int, offset: int) -> None:
         self.metrics.isolated_records.inc()

@@ -48,6 +48,18 @@ def logged(worker: WorkerProcess, level: str, text: str) -> list[str]:
     return [str(line["message"]) for line in worker.log_lines() if line["level"] == level and text in line["message"]]
 
 
+def check_the_later_verdicts_once(stage: Stage, texts: list[str]) -> None:
+    """The recreated output topic holds one verdict for each of doc-60..119, as brute force judges it.
+
+    The index kept what it held: the copies are judged against the originals judged before the deletion.
+    """
+    records = read_committed(stage.bootstrap, stage.output_topic, 60, settle=3, timeout=40)
+    verdicts = {json.loads(r.value)["id"]: json.loads(r.value)["verdict"] for r in records}
+    assert len(records) == 60 and set(verdicts) == {f"doc-{i}" for i in range(60, 120)}
+    truth = brute_force_verdicts([(f"doc-{i}", text) for i, text in enumerate(texts)])
+    assert all(verdicts[d] == truth[d] for d in verdicts)
+
+
 def test_an_output_topic_deleted_under_the_stage_is_named_created_again_and_no_verdict_lost_or_doubled(
     stage: Stage, tmp_path: Path
 ) -> None:
@@ -59,12 +71,7 @@ def test_an_output_topic_deleted_under_the_stage_is_named_created_again_and_no_v
     produce(stage.bootstrap, stage.input_topic, documents(texts, range(60, 120)))
     # The commit holding the first batch after the deletion fails naming the topic; the next session makes it again.
     delete_topic(stage.bootstrap, stage.output_topic, present=True)
-    records = read_committed(stage.bootstrap, stage.output_topic, 60, settle=3, timeout=40)
-    verdicts = {json.loads(r.value)["id"]: json.loads(r.value)["verdict"] for r in records}
-    assert len(records) == 60 and set(verdicts) == {f"doc-{i}" for i in range(60, 120)}
-    # The index kept what it held: the copies are judged against the originals judged before the deletion.
-    truth = brute_force_verdicts([(f"doc-{i}", text) for i, text in enumerate(texts)])
-    assert all(verdicts[d] == truth[d] for d in verdicts)
+    check_the_later_verdicts_once(stage, texts)
     assert logged(worker, "ERROR", f"output_topic {stage.output_topic!r} does not exist"), worker.log_path.read_text()
     assert logged(worker, "WARNING", f"output_topic {stage.output_topic!r} was deleted while the stage ran")
     assert worker.running()
@@ -128,11 +135,7 @@ def test_an_output_topic_deleted_under_a_sharded_stage_is_named_created_again_an
         delete_topic(stage.bootstrap, stage.output_topic)
         produce(stage.bootstrap, stage.input_topic, documents(texts, range(60, 120)))
         delete_topic(stage.bootstrap, stage.output_topic, present=True)
-        records = read_committed(stage.bootstrap, stage.output_topic, 60, settle=3, timeout=40)
-    verdicts = {json.loads(r.value)["id"]: json.loads(r.value)["verdict"] for r in records}
-    assert len(records) == 60 and set(verdicts) == {f"doc-{i}" for i in range(60, 120)}
-    truth = brute_force_verdicts([(f"doc-{i}", text) for i, text in enumerate(texts)])
-    assert all(verdicts[d] == truth[d] for d in verdicts)
+        check_the_later_verdicts_once(stage, texts)
     messages = [r.getMessage() for r in caplog.records]
     assert any(f"output_topic {stage.output_topic!r} does not exist" in m for m in messages), caplog.text
     assert any(f"output_topic {stage.output_topic!r} was deleted while the stage ran" in m for m in messages)

@@ -52,7 +52,7 @@ CONTRACT = [
     ("partition_wait", "stream_dedup_partition_wait_seconds_total", "counter", ()),
     ("buffered_records", "stream_dedup_buffered_records", "gauge", ()),
     ("refetched_records", "stream_dedup_refetched_records_total", "counter", ()),
-    ("deleted_input_records", "stream_dedup_deleted_input_records_total", "counter", ("topic", "partition")),
+    ("deleted_input_records", "stream_dedup_deleted_input_records_total", "counter", ()),
     ("isolated_records", "stream_dedup_isolated_records_total", "counter", ()),
     ("signing_wait", "stream_dedup_signing_wait_seconds_total", "counter", ()),
     ("signer_restarts", "stream_dedup_signer_restarts_total", "counter", ()),

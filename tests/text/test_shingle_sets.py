@@ -61,6 +61,15 @@ def test_exact_jaccard_of_sets_of_any_32_bit_values_matches_python_sets(
     assert np.allclose(exact_jaccard(ragged([a for a, _ in pairs]), ragged([b for _, b in pairs])), expected)
 
 
+def check_jaccard_of_pairs(sets: list[set[int]], picks: list[tuple[int, int]], per_round: int) -> None:
+    """``jaccard_of_pairs`` of the pairs ``picks`` (positions taken modulo the sets) against Python's sets."""
+    left = np.array([a % len(sets) for a, _ in picks], dtype=np.intp)
+    right = np.array([b % len(sets) for _, b in picks], dtype=np.intp)
+    expected = [len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for a, b in zip(left, right, strict=True)]
+    with patch.object(shingle_sets, "_VALUES_PER_ROUND", per_round):
+        assert np.allclose(jaccard_of_pairs(ragged(sets), left, right), expected) and len(expected) == left.size
+
+
 @settings(max_examples=100, deadline=None)
 @given(
     sets=st.lists(st.sets(st.integers(0, 40), min_size=1, max_size=12), min_size=1, max_size=8),
@@ -71,11 +80,7 @@ def test_jaccard_of_pairs_in_rounds_matches_python_sets(
     sets: list[set[int]], picks: list[tuple[int, int]], per_round: int
 ) -> None:
     """Rounds of any size (a pair larger than a round is a round of its own) give every pair once, in order."""
-    left = np.array([a % len(sets) for a, _ in picks], dtype=np.intp)
-    right = np.array([b % len(sets) for _, b in picks], dtype=np.intp)
-    expected = [len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for a, b in zip(left, right, strict=True)]
-    with patch.object(shingle_sets, "_VALUES_PER_ROUND", per_round):
-        assert np.allclose(jaccard_of_pairs(ragged(sets), left, right), expected) and len(expected) == left.size
+    check_jaccard_of_pairs(sets, picks, per_round)
 
 
 @settings(max_examples=60, deadline=None)
@@ -88,12 +93,8 @@ def test_jaccard_of_pairs_of_sets_of_any_32_bit_values_matches_python_sets(
     parts: list[set[int]], picks: list[tuple[int, int]], per_round: int
 ) -> None:
     """Values gathered straight into the tagged 64-bit copy keep all 32 bits, whatever the rounds."""
-    sets = [parts[0] | part for part in parts]  # all share the first set's values, so that pairs share many
-    left = np.array([a % len(sets) for a, _ in picks], dtype=np.intp)
-    right = np.array([b % len(sets) for _, b in picks], dtype=np.intp)
-    expected = [len(sets[a] & sets[b]) / len(sets[a] | sets[b]) for a, b in zip(left, right, strict=True)]
-    with patch.object(shingle_sets, "_VALUES_PER_ROUND", per_round):
-        assert np.allclose(jaccard_of_pairs(ragged(sets), left, right), expected) and len(expected) == left.size
+    # All share the first set's values, so that pairs share many.
+    check_jaccard_of_pairs([parts[0] | part for part in parts], picks, per_round)
 
 
 @settings(max_examples=100, deadline=None)
