@@ -6,6 +6,15 @@ from stream_dedup.cli.flag_types import rate
 from stream_dedup.cli.main import main
 
 
+def check_refused_by_the_parser(arguments: list[str], refused: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The command line exits 2, the parser's message saying ``refused``."""
+    with pytest.raises(SystemExit) as exit_:
+        main(arguments)
+
+    assert exit_.value.code == 2
+    assert refused in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("arguments", "refused"),
     [
@@ -22,11 +31,7 @@ from stream_dedup.cli.main import main
 def test_a_flag_out_of_range_is_refused_naming_it(
     arguments: list[str], refused: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(arguments)
-
-    assert exit_.value.code == 2
-    assert refused in capsys.readouterr().err
+    check_refused_by_the_parser(arguments, refused, capsys)
 
 
 #: Where Kafka is not: were an empty flag let through, the command would fail to connect, not reach a broker.
@@ -55,11 +60,7 @@ _NO_BROKER = ["--bootstrap-servers", "127.0.0.1:1"]
 def test_an_empty_text_flag_is_refused_naming_it_not_read_as_left_out(
     arguments: list[str], refused: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with pytest.raises(SystemExit) as exit_:
-        main(arguments)
-
-    assert exit_.value.code == 2
-    assert refused in capsys.readouterr().err
+    check_refused_by_the_parser(arguments, refused, capsys)
 
 
 def test_a_rate_of_zero_still_means_as_fast_as_possible() -> None:
