@@ -127,8 +127,8 @@ class GenerationList(Generic[G]):
         ``max_age_seconds``, not a year, and its generation is evicted in turn,
         while a stream that moves on, even by days between two quiet batches,
         moves the clock with it. (A record alone in its batch is its own
-        median: one stamped a year ahead, in a stream too quiet to batch it with
-        others, still moves the clock a year.)
+        median: the Kafka stage bounds each record's time by the clock of the
+        machine that reads it, :meth:`~stream_dedup.worker.signing.SignedRecords.split`.)
         """
         max_age = self.retention.max_age_seconds
         if max_age is None or times.size == 0:

@@ -14,11 +14,13 @@ be signed becomes a dead letter.
 """
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.documents import Refusal, internal_error
@@ -39,6 +41,11 @@ log = logging.getLogger(__name__)
 
 #: Per record: its document id, or why it cannot be processed.
 Outcome = str | Refusal
+
+#: The furthest ahead of this machine's clock a record's timestamp counts as its event time
+#: (Kafka 4's own default bound, ``log.message.timestamp.after.max.ms``): a producer's clock an
+#: hour fast is wrong, and retention must not take its word (see :meth:`SignedRecords.split`).
+FUTURE_ALLOWANCE_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -62,8 +69,17 @@ class SignedRecords:
     texts: list[bytes]
     blocks: list[ValueBlock]
 
-    def split(self) -> tuple[list["ReadDocument"], IndexedBatch, list[DeadLetter]]:
-        """The records that hold a document, those documents as the index takes them, and the dead letters."""
+    def split(self, now: float | None = None) -> tuple[list["ReadDocument"], IndexedBatch, list[DeadLetter]]:
+        """The records that hold a document, those documents as the index takes them, and the dead letters.
+
+        A document's event time is its record's timestamp, but never later
+        than :data:`FUTURE_ALLOWANCE_SECONDS` past ``now`` (this machine's
+        clock): one record stamped a year ahead, alone in a quiet stream's
+        batch, would move retention's clock a year and evict every document
+        before it. The time is bounded here, where it enters the changelog
+        (or the sequenced topic), so that every replay of it indexes the
+        same times whatever its own clock says.
+        """
         documents: list[ReadDocument] = []
         letters: list[DeadLetter] = []
         for record, outcome in zip(self.records, self.outcomes, strict=True):
@@ -74,10 +90,31 @@ class SignedRecords:
         indexed = IndexedBatch(
             [d.id for d in documents],
             self.signed,
-            np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64),
+            _event_times(documents, time.time() if now is None else now),
             np.array([source_pointer(d.source) for d in documents], dtype=np.uint64),
         )
         return documents, indexed, letters
+
+
+def _event_times(documents: Sequence["ReadDocument"], now: float) -> npt.NDArray[np.float64]:
+    """The documents' record timestamps in seconds, none past ``now`` + :data:`FUTURE_ALLOWANCE_SECONDS`."""
+    times = np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64)
+    latest = now + FUTURE_ALLOWANCE_SECONDS
+    ahead = np.flatnonzero(times > latest)
+    if ahead.size:
+        first = documents[int(ahead[0])].source
+        log.warning(
+            "%d record(s) stamped more than %.0f s ahead of this machine's clock (partition %d offset %d by %.0f s): "
+            "retention counts them as stamped %.0f s ahead; check the producers' clocks",
+            ahead.size,
+            FUTURE_ALLOWANCE_SECONDS,
+            first.partition,
+            first.offset,
+            times[ahead[0]] - now,
+            FUTURE_ALLOWANCE_SECONDS,
+        )
+        times[ahead] = latest
+    return times
 
 
 class ReadDocument(NamedTuple):

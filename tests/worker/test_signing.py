@@ -1,15 +1,17 @@
 """Reading and signing a batch: the texts a worker keeps, as they are and in blocks, come with the signatures."""
 
+import logging
 from typing import Any
 
 import numpy as np
+import pytest
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
 from stream_dedup.kafka.messages import InputReading, document_text, pointer_of
 from stream_dedup.kafka.record_texts import text_blocks
 from stream_dedup.kafka.value_blocks import BLOCK_RECORDS, block_compressor
-from stream_dedup.worker.signing import read_and_sign
+from stream_dedup.worker.signing import FUTURE_ALLOWANCE_SECONDS, read_and_sign
 from tests.corpus import make_corpus
 from tests.worker.fakes import block_values, document, record
 
@@ -44,3 +46,17 @@ def test_without_texts_kept_nothing_but_the_signatures_comes_back() -> None:
     signed = read_and_sign(batch(), READING, SIGNER)
     assert signed.texts == [] and signed.blocks == []
     assert len(signed.signed.sketches) == 51
+
+
+def test_a_record_stamped_far_ahead_counts_as_the_allowance_ahead(caplog: pytest.LogCaptureFixture) -> None:
+    """A producer's clock a year fast must not move retention's clock a year (and evict the whole index)."""
+    now = 1_700_000_000.0
+    records = batch()[:5]
+    records[2] = records[2]._replace(timestamp=int((now + 365 * 86400) * 1000))
+    records[3] = records[3]._replace(timestamp=int((now + 60) * 1000))  # a minute fast: as stamped
+    with caplog.at_level(logging.WARNING):
+        _, indexed, _ = read_and_sign(records, READING, SIGNER).split(now)
+    expected = [r.timestamp / 1000 for r in records]
+    expected[2] = now + FUTURE_ALLOWANCE_SECONDS
+    assert indexed.event_times.tolist() == expected
+    assert f"partition {records[2].partition} offset {records[2].offset}" in caplog.text
