@@ -158,9 +158,13 @@ class Detector(DuplicateDetector):
         sizes = np.empty(len(texts), dtype=np.uint32) if self.containment is not None else None
         sets, rows = [ShingleSets.empty()], [np.empty(0, np.intp)]
         # Chunk by chunk, so that each chunk's sketches are finished while they are in cache.
-        for chunk, sketches in self.hasher.sketch_chunks(texts, folded=not normalized):
-            bits[chunk.rows] = one_bit_sketches(self.hasher.densified(sketches))
-            band_signatures[chunk.rows] = self.hasher.finalize(coarsen(sketches, self.config.num_perm))
+        # A long document's shingles are held together only if something here needs them (its set, its fingerprint).
+        needs_shingles = self.exact or fingerprints is not None or sizes is not None
+        for chunk_rows, sketches, chunk in self.hasher.sketch_chunks(texts, not normalized, needs_shingles):
+            bits[chunk_rows] = one_bit_sketches(self.hasher.densified(sketches))
+            band_signatures[chunk_rows] = self.hasher.finalize(coarsen(sketches, self.config.num_perm))
+            if chunk is None:
+                continue
             if self.exact:
                 sets.append(ShingleSets.of_chunk(chunk))
                 rows.append(chunk.rows)

@@ -28,6 +28,7 @@ from stream_dedup.lsh.generation import SignedBatch
 from stream_dedup.sketch.bit_sketch import bit_agreements, estimate_similarity
 from stream_dedup.sketch.simhash import hamming_distance
 from stream_dedup.text import normalize_all, shingle_chunks
+from stream_dedup.text.distinct_pieces import whole_chunks
 
 Pairs = set[tuple[int, int]]
 
@@ -55,7 +56,7 @@ def shingle_hash_sets(texts: Sequence[str], config: DetectionConfig) -> list[npt
     hasher = config.hasher()
     normalized = normalize_all(texts, config.shingling().folding)
     sets: list[npt.NDArray[np.uint64]] = [np.empty(0, np.uint64)] * len(texts)
-    for chunk in shingle_chunks(normalized, hasher.shingling, hasher.seed):
+    for chunk in whole_chunks(shingle_chunks(normalized, hasher.shingling, hasher.seed)):
         for row, hashes, count in zip(chunk.rows, chunk.hashes, chunk.counts, strict=True):
             sets[row] = distinct_sorted(hashes[:count])
     return sets

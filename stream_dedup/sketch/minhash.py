@@ -16,7 +16,7 @@ Example::
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -25,10 +25,19 @@ from stream_dedup.errors import ConfigError
 from stream_dedup.sketch.classic import classic_parameters, classic_sketch
 from stream_dedup.sketch.oph import EMPTY, densify, oph_sketch
 from stream_dedup.text import ShingleChunk, Shingling, fold_all, shingle_chunks
+from stream_dedup.text.distinct_pieces import whole_chunks
 from stream_dedup.text.hashing import U64, Uint64Array
 
 Scheme = Literal["oph", "classic"]
 SignatureArray = npt.NDArray[np.uint32]
+
+
+class Sketched(NamedTuple):
+    """Sketches of some documents of a batch (``rows``), and their shingle hashes where asked for and at hand."""
+
+    rows: npt.NDArray[np.intp]
+    sketches: Uint64Array
+    shingles: ShingleChunk | None
 
 
 @dataclass(frozen=True)
@@ -73,14 +82,33 @@ class MinHasher:
         shingle sets by element-wise minimum; OPH sketches may hold ``EMPTY``.
         """
         sketches = np.empty((len(texts), self.num_perm), dtype=U64)
-        for chunk, chunk_sketches in self.sketch_chunks(texts, folded):
-            sketches[chunk.rows] = chunk_sketches
+        for rows, chunk_sketches, _ in self.sketch_chunks(texts, folded, shingles=False):
+            sketches[rows] = chunk_sketches
         return sketches
 
-    def sketch_chunks(self, texts: Sequence[str], folded: bool = False) -> Iterator[tuple[ShingleChunk, Uint64Array]]:
-        """Shingle hashes and sketches chunk by chunk, for callers that need both (see :func:`shingle_chunks`)."""
-        for chunk in shingle_chunks(texts, self.shingling, self.seed, folded):
-            yield chunk, self.sketch_chunk(chunk)
+    def sketch_chunks(self, texts: Sequence[str], folded: bool = False, shingles: bool = True) -> Iterator[Sketched]:
+        """Sketches chunk by chunk, with their shingle hashes for callers that need them (see :func:`shingle_chunks`).
+
+        A long document comes as one row of its own, its sketch the minimum
+        of its pieces' (the same as of the whole). With ``shingles`` its
+        chunk holds its distinct hashes (:func:`whole_chunks`, memory in
+        proportion to them); without, none, and its pieces are never held together.
+        """
+        chunks = shingle_chunks(texts, self.shingling, self.seed, folded)
+        if shingles:
+            for chunk in whole_chunks(chunks):
+                yield Sketched(chunk.rows, self.sketch_chunk(chunk), chunk)
+            return
+        merged: Uint64Array | None = None
+        for chunk in chunks:
+            sketch = self.sketch_chunk(chunk)
+            if not chunk.piece:
+                yield Sketched(chunk.rows, sketch, chunk)
+                continue
+            merged = sketch if merged is None else np.minimum(merged, sketch, out=merged)
+            if chunk.final:
+                yield Sketched(chunk.rows, merged, None)
+                merged = None
 
     def sketch_chunk(self, chunk: ShingleChunk) -> Uint64Array:
         """Sketch the documents of one chunk of shingle hashes."""

@@ -52,11 +52,14 @@ import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
 from stream_dedup.text import ShingleChunk, Shingling, normalize_all, shingle_chunks
+from stream_dedup.text.distinct_pieces import whole_chunks
 from stream_dedup.text.hashing import U64, Uint64Array
 
 Weighting = Literal["set", "frequency"]
 
 _ALL_ONES = U64(0xFFFF_FFFF_FFFF_FFFF)
+#: Hashes whose bits :func:`_weighted_fingerprint` unpacks at once (1 MiB of bits, 8 MiB as float64).
+_VOTING_BLOCK = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -89,12 +92,20 @@ class SimHasher:
         if not normalized:
             texts = normalize_all(texts, self.shingling.folding)
         out = np.empty(len(texts), dtype=U64)
-        for chunk in shingle_chunks(texts, self.shingling, self.seed):
+        for chunk in whole_chunks(shingle_chunks(texts, self.shingling, self.seed)):
             out[chunk.rows] = self.fingerprint_chunk(chunk)
         return out
 
     def fingerprint_chunk(self, chunk: ShingleChunk) -> Uint64Array:
-        """Fingerprints of the documents of one chunk of shingle hashes."""
+        """Fingerprints of the documents of one chunk of shingle hashes.
+
+        A long document's chunk of distinct hashes
+        (:func:`~stream_dedup.text.distinct_pieces.whole_chunks`) counts
+        each once, or as often as it :attr:`~stream_dedup.text.ShingleChunk.repeats`.
+        """
+        if chunk.repeats is not None:
+            votes = chunk.repeats if self.weighting == "frequency" else np.ones_like(chunk.repeats)
+            return np.array([_weighted_fingerprint(chunk.hashes[0, : chunk.counts[0]], votes)], dtype=U64)
         hashes, counted = _weighted_hashes(chunk, self.weighting)
         ones = _bit_sliced_column_sums(hashes)
         # Bit j is set when ones_j - (counted - ones_j) >= 0, i.e. ones_j > (counted - 1) // 2.
@@ -104,6 +115,25 @@ class SimHasher:
 def hamming_distance(left: Uint64Array | np.uint64, right: Uint64Array | np.uint64) -> npt.NDArray[np.uint8]:
     """Number of differing bits of 64-bit fingerprints, element-wise (numpy broadcasting)."""
     return np.bitwise_count(np.bitwise_xor(left, right))
+
+
+def _weighted_fingerprint(hashes: Uint64Array, votes: npt.NDArray[np.uint32]) -> np.uint64:
+    """The fingerprint of one document whose distinct ``hashes`` vote ``votes`` times each.
+
+    The bits are unpacked a block of :data:`_VOTING_BLOCK` hashes at a time
+    (64 bytes a hash) and weighted by a product: for a long document, where
+    the bit-sliced sums' halving rounds would copy the whole row again and again.
+    """
+    ones = np.zeros(64)
+    for start in range(0, hashes.size, _VOTING_BLOCK):
+        block = hashes[start : start + _VOTING_BLOCK].astype("<u8")  # bit j of a hash: bit j % 8 of byte j // 8
+        bits = np.unpackbits(block.view(np.uint8).reshape(-1, 8), axis=1, bitorder="little")
+        # In float64, where numpy multiplies by BLAS: exact, as every sum stays below 2**53.
+        ones += votes[start : start + _VOTING_BLOCK].astype(np.float64) @ bits.astype(np.float64)
+    # As _bit_sliced_greater: bit j is set when the ones outvote or tie the zeros.
+    limit = (int(votes.sum(dtype=np.int64)) - 1) // 2
+    fingerprint: np.uint64 = np.packbits(ones > limit, bitorder="little").view("<u8").astype(U64)[0]
+    return fingerprint
 
 
 def _weighted_hashes(chunk: ShingleChunk, weighting: Weighting) -> tuple[Uint64Array, npt.NDArray[np.intp]]:

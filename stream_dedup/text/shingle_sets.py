@@ -15,6 +15,7 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
+from stream_dedup.text.distinct_pieces import whole_chunks
 from stream_dedup.text.hashing import U64
 from stream_dedup.text.shingles import ShingleChunk, Shingling, shingle_chunks
 
@@ -60,7 +61,7 @@ class ShingleSets:
     @classmethod
     def of_texts(cls, texts: Sequence[str], shingling: Shingling, seed: int) -> "ShingleSets":
         """The distinct shingles of normalised ``texts``, in order: the sets signing them would keep."""
-        chunks = list(shingle_chunks(texts, shingling, seed))
+        chunks = list(whole_chunks(shingle_chunks(texts, shingling, seed)))
         sets = cls.concat([cls.of_chunk(chunk) for chunk in chunks])
         rows = np.concatenate([chunk.rows for chunk in chunks]) if chunks else np.empty(0, np.intp)
         return sets.take(np.argsort(rows))

@@ -9,13 +9,17 @@ an "empty" sketch and collapse into one cluster.
 
 Batches are processed in chunks of documents of similar length laid out as a
 padded 2-D grid, so every step is a numpy operation over the chunk and the
-chunk stays in cache.
+chunk stays in cache. A long document (more than :data:`PIECE_TOKENS`
+tokens) is hashed in consecutive pieces instead, each of one row, so that
+the memory it takes is bounded by the piece, not by the document: hashed
+whole, every character cost about 36 bytes at once (prefix sums, powers,
+window values, scratch, each 8 bytes a token), and a 50 MB document 1.8 GB.
 """
 
 import bisect
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, replace
+from typing import Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,6 +45,9 @@ _SPACE = ord(" ")
 
 #: Grid cells (documents x tokens) per chunk: about 1 MiB of uint64, cache-sized.
 _CHUNK_CELLS = 1 << 17
+#: Most tokens a document may have and be hashed whole; a longer one is hashed in pieces of about this
+#: many (2 MiB of uint64 an array: the transient arrays of a piece take about 20 MiB).
+PIECE_TOKENS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -84,11 +91,23 @@ class ShingleChunk:
         hashes: ``(n, W)`` uint64; row ``i`` holds ``counts[i]`` shingle hashes
             (repeats possible) and ``MAX_U64`` after them.
         counts: number of real entries per row, ``(n,)``.
+        piece: the chunk is one piece of a long document (one row): the
+            document's shingle hashes are those of its pieces, which come
+            in order, one chunk each, the last with ``final`` set. Hashes of
+            windows across a piece boundary are in the later piece; a
+            shingle's hash does not depend on where the document was cut.
+        final: ``False`` on every piece of a long document but its last.
+        repeats: ``(counts[0],)`` occurrences of each hash, when the chunk
+            holds a long document's distinct hashes
+            (:func:`~stream_dedup.text.distinct_pieces.whole_chunks`); else ``None``.
     """
 
     rows: npt.NDArray[np.intp]
     hashes: Uint64Array
     counts: npt.NDArray[np.intp]
+    piece: bool = False
+    final: bool = True
+    repeats: npt.NDArray[np.uint32] | None = None
 
 
 def shingle_chunks(
@@ -101,7 +120,9 @@ def shingle_chunks(
     folded (:func:`~stream_dedup.text.fold_all`), and runs of whitespace are
     collapsed here, over code points, which is where the normalisation's
     last step is cheapest. Every document of ``texts`` appears in exactly one
-    chunk. The hash of a shingle depends only on its tokens and ``seed``.
+    chunk, or, if it may have more than :data:`PIECE_TOKENS` tokens, in
+    consecutive pieces (:attr:`ShingleChunk.piece`) after every other chunk.
+    The hash of a shingle depends only on its tokens and ``seed``.
     Raises :class:`~stream_dedup.errors.InputError`, naming its position,
     for a document with no text (left).
     """
@@ -109,11 +130,13 @@ def shingle_chunks(
     bounds = _lengths(texts)
     if shingling.unit == "word":
         bounds = (bounds + 1) // 2
+    long = bounds > PIECE_TOKENS
     # ASCII documents chunk apart from the others: their code points stay bytes, four times less to move.
     ascii_rows = np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
     order = np.lexsort((bounds, ~ascii_rows))
+    order = order[~long[order]]
     seed_key = splitmix64(seed, 1)[0]
-    for rows in _chunks(order, bounds[order], int(np.count_nonzero(ascii_rows))):
+    for rows in _chunks(order, bounds[order], int(np.count_nonzero(ascii_rows & ~long))):
         chunk_texts = [texts[i] for i in rows.tolist()]
         codes, lengths = _code_points("".join(chunk_texts)), _lengths(chunk_texts)
         if folded:
@@ -121,12 +144,80 @@ def shingle_chunks(
         if not lengths.all():
             require_text("", f"document at batch position {rows[np.argmin(lengths)]}")
         tokens, counts = _token_grid(codes, lengths, shingling.unit)
-        hashes = window_values(tokens, counts, shingling.size)
-        hashes ^= seed_key
-        fmix64(hashes)
-        windows = window_counts(counts, shingling.size)
-        hashes.reshape(-1)[_row_tails(windows, hashes.shape[1])] = MAX_U64
+        hashes, windows = _hashed(tokens, counts, shingling.size, seed_key)
         yield ShingleChunk(rows=rows, hashes=hashes, counts=windows)
+    for row in np.flatnonzero(long).tolist():
+        yield from _pieces(texts[row], row, shingling, seed_key, folded)
+
+
+def _hashed(tokens: TokenArray, counts: IntArray, size: int, seed_key: np.uint64) -> tuple[Uint64Array, IntArray]:
+    """The shingle hashes of a token grid (:func:`_token_grid`), ``MAX_U64`` after each row's, and their counts."""
+    hashes = window_values(tokens, counts, size)
+    hashes ^= seed_key
+    fmix64(hashes)
+    windows = window_counts(counts, size)
+    hashes.reshape(-1)[_row_tails(windows, hashes.shape[1])] = MAX_U64
+    return hashes, windows
+
+
+def _pieces(text: str, row: int, shingling: Shingling, seed_key: np.uint64, folded: bool) -> Iterator[ShingleChunk]:
+    """The shingle hashes of one long document, in pieces of about :data:`PIECE_TOKENS` windows.
+
+    Each piece's tokens are preceded by the last ``size - 1`` tokens before
+    them, so that every window is hashed once, in the piece where it ends.
+    The document's code points are held whole (1 byte each if ASCII, else
+    4: no more than its ``str``), its tokens and hashes a piece at a time.
+    """
+    codes = _code_points(text)
+    if folded:
+        codes, _ = collapse_whitespace(codes, np.array([codes.size]))
+    if not codes.size:
+        require_text("", f"document at batch position {row}")
+    size, rows = shingling.size, np.array([row])
+    carry: TokenArray | None = None
+    done: ShingleChunk | None = None
+    for tokens in _token_pieces(codes, shingling.unit):
+        run = tokens if carry is None else cast(TokenArray, np.concatenate((carry, tokens)))
+        carry = run
+        if run.size < size:  # not a whole window yet
+            continue
+        if done is not None:
+            yield done
+        hashes, windows = _hashed(run[None, :], np.array([run.size]), size, seed_key)
+        done = ShingleChunk(rows, hashes[:, : windows[0]], windows, piece=True, final=False)
+        carry = run[run.size - size + 1 :]
+    if done is None:  # fewer tokens than a shingle: the whole document is its one shingle
+        assert carry is not None
+        hashes, windows = _hashed(carry[None, :], np.array([carry.size]), size, seed_key)
+        done = ShingleChunk(rows, hashes, windows, piece=True)
+    yield replace(done, final=True)
+
+
+def _token_pieces(codes: CodeArray, unit: ShingleUnit) -> Iterator[TokenArray]:
+    """The tokens of one document's collapsed code points, about :data:`PIECE_TOKENS` at a time.
+
+    Words are cut at spaces, which :func:`_word_tokens` splits at too, so
+    the pieces' words are the document's; a single word longer than a piece
+    stays whole (its code points' prefix sums then take 8 bytes each).
+    """
+    if unit == "char":
+        for start in range(0, codes.size, PIECE_TOKENS):
+            piece = codes[start : start + PIECE_TOKENS]
+            yield piece + piece.dtype.type(1)  # as _token_grid: every token non-zero
+        return
+    start = 0
+    while codes.size - start > PIECE_TOKENS:
+        spaces = np.flatnonzero(codes[start : start + PIECE_TOKENS] == _SPACE)
+        if spaces.size:
+            cut = start + int(spaces[-1])
+        else:
+            rest = codes[start:] == _SPACE
+            if not rest.any():
+                break
+            cut = start + int(rest.argmax())
+        yield _word_tokens(codes[start:cut], np.array([cut - start]))[0]
+        start = cut + 1
+    yield _word_tokens(codes[start:], np.array([codes.size - start]))[0]
 
 
 def shingle_set(text: str, shingling: Shingling) -> set[str]:

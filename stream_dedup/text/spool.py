@@ -48,19 +48,19 @@ class TextSpool:
             return
         if numbers[0] <= self._last or (np.diff(numbers) <= 0).any():
             raise ValueError("numbers must increase, and past every number added before")
-        encoded = [text.encode("utf-8", "surrogatepass") for text in texts]
         top = numbers[-1]
         if top >= self._ends.size:
             self._ends = np.resize(self._ends, max(top + 1, 2 * self._ends.size))
-        ends = self._size + np.cumsum([len(data) for data in encoded])
+        # One text encoded at a time: a batch of large documents encoded (and joined) at once held twice its size.
+        self._file.seek(self._size)
+        sizes = [self._file.write(text.encode("utf-8", "surrogatepass")) for text in texts]
+        ends = self._size + np.cumsum(sizes)
         # Numbers skipped (lines without a document) end where the previous text did: no text.
         fill_from = self._last + 1
         self._ends[fill_from : top + 1] = np.repeat(
             np.concatenate(([self._size], ends[:-1])), np.diff(np.concatenate(([self._last], numbers)))
         )
         self._ends[np.asarray(numbers)] = ends
-        self._file.seek(self._size)
-        self._file.write(b"".join(encoded))
         self._file.flush()
         self._size = int(ends[-1])
         self._last = top
