@@ -10,17 +10,22 @@ from pathlib import Path
 from typing import TextIO
 
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
-from stream_dedup.cli.flag_types import non_empty_text
+from stream_dedup.cli.flag_types import non_empty_text, whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.output_paths import refuse_clashes
 from stream_dedup.cli.progress import Progress
-from stream_dedup.cli.records import Record, Reject, input_lines, read_records
+from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject, input_lines, read_records
 from stream_dedup.engine import Verdict, make_detector
 from stream_dedup.errors import InputError
 from stream_dedup.text.spool import TextSpool
 
 #: Documents per detector batch: large enough to amortise numpy calls.
 BATCH_SIZE = 4096
+#: Characters of text (and of rejected lines) per batch, at most but for one record: a batch holds its
+#: texts, and 4,096 documents of 1 MB held 4 GB.
+BATCH_CHARACTERS = 64 << 20
+#: Largest --max-document-bytes, as the stage's max_document_bytes.
+MAX_DOCUMENT_BYTES_LIMIT = 100 << 20
 #: Rejected lines named on standard error, each on a line of its own; the rejects file has them all.
 REJECTS_SHOWN = 10
 
@@ -47,6 +52,13 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         metavar="FILE.html",
         help="also write a self-contained HTML report: counts, a histogram of the duplicates' similarities "
         "and the largest clusters of copies with example texts",
+    )
+    parser.add_argument(
+        "--max-document-bytes",
+        type=whole_number(1, MAX_DOCUMENT_BYTES_LIMIT),
+        default=DEFAULT_MAX_DOCUMENT_BYTES,
+        help=f"longer lines (in UTF-8 bytes) are rejected, not judged (default {DEFAULT_MAX_DOCUMENT_BYTES}, 16 MiB; "
+        f"1 to {MAX_DOCUMENT_BYTES_LIMIT}, 100 MiB)",
     )
     parser.add_argument(
         "--id-field", type=non_empty_text, default="id", help="record field holding the id (default: id)"
@@ -76,7 +88,8 @@ def run(args: argparse.Namespace) -> int:
         rejects_file: TextIO | None = None
         # The texts of pairs too near the threshold for the sketch (see engine.text_verification).
         spool = stack.enter_context(TextSpool()) if config.settles_with_texts else None
-        records = read_records(source, args.id_field, args.text_field, config.shingling().folding)
+        folding = config.shingling().folding
+        records = read_records(source, args.id_field, args.text_field, folding, args.max_document_bytes)
         for batch, bad in _batches(records):
             for reject in bad:
                 if rejects_file is None:
@@ -151,23 +164,27 @@ def verdict_record(verdict: Verdict, line: int) -> dict[str, object]:
 
 
 def _batches(records: Iterator[Record | Reject]) -> Iterator[tuple[list[Record], list[Reject]]]:
-    """Group records into detector batches; rejects travel with the batch they interrupt.
+    """Group records into detector batches of :data:`BATCH_SIZE` records or :data:`BATCH_CHARACTERS`;
+    rejects travel with the batch they interrupt.
 
     Input that cannot be read on (a cut or damaged compressed file) ends the
     run with its error, after the records read before it are judged.
     """
     batch: list[Record] = []
     bad: list[Reject] = []
+    characters = 0
     unreadable: InputError | None = None
     try:
         for item in records:
             if isinstance(item, Reject):
                 bad.append(item)
+                characters += len(item.raw)
             else:
                 batch.append(item)
-            if len(batch) >= BATCH_SIZE:
+                characters += len(item.text)
+            if len(batch) >= BATCH_SIZE or characters >= BATCH_CHARACTERS:
                 yield batch, bad
-                batch, bad = [], []
+                batch, bad, characters = [], [], 0
     except InputError as error:
         unreadable = error
     if batch or bad:

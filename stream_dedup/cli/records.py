@@ -14,6 +14,10 @@ from stream_dedup.cli.compressed_input import READ_ERRORS, decompressed, unreada
 from stream_dedup.engine.documents import Refusal, read_json_document
 from stream_dedup.text.normalize import DEFAULT_FOLDING, Folding
 
+#: Largest record judged, in UTF-8 bytes of its line (``--max-document-bytes``): a longer line is rejected.
+#: Signing costs about 5 bytes of memory a character whatever the length, but the line, its parsed and its
+#: normalised text are each held whole; 16 MiB keeps a record within about 100 MB.
+DEFAULT_MAX_DOCUMENT_BYTES = 16 << 20
 #: How input files are decoded: UTF-8, a byte order mark at the very start of the file skipped (Notepad and
 #: PowerShell write one); anywhere else it is part of its line, which is then not JSON (RFC 8259 forbids it).
 INPUT_ENCODING = "utf-8-sig"
@@ -79,13 +83,25 @@ def read_records(
     id_field: str = "id",
     text_field: str = "text",
     folding: Folding = DEFAULT_FOLDING,
+    max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
 ) -> Iterator[Record | Reject]:
-    """Parse JSON lines (numbered from 1); blank lines are skipped."""
+    """Parse JSON lines (numbered from 1); blank lines are skipped, longer ones than ``max_document_bytes`` rejected."""
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
         if not line.strip():
             continue
+        size = _utf8_size(line, max_document_bytes)
+        if size > max_document_bytes:
+            yield Reject(number, f"line of {size} bytes exceeds --max-document-bytes={max_document_bytes}", line)
+            continue
         yield _parse(number, line, id_field, text_field, folding)
+
+
+def _utf8_size(line: str, limit: int) -> int:
+    """The line's size in bytes as read (undecodable bytes count one each), encoded only if ``limit`` needs it."""
+    if len(line) > limit or len(line) * 4 <= limit:  # a code point is one to four bytes
+        return len(line)
+    return len(line.encode("utf-8", "surrogateescape"))
 
 
 def _parse(number: int, line: str, id_field: str, text_field: str, folding: Folding) -> Record | Reject:

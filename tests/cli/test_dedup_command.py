@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from stream_dedup.cli import dedup_command
 from stream_dedup.cli.dedup_command import verdict_line, verdict_record
 from stream_dedup.cli.main import main
+from stream_dedup.cli.records import read_records
 from stream_dedup.engine import Verdict
 from tests.engine.test_text_verification import best_earlier_jaccard
 from tests.engine.test_text_verification import stream as text_stream
@@ -474,6 +475,39 @@ def test_missing_input_file_exits_with_code_1_naming_the_file(
     assert "absent.jsonl" in capsys.readouterr().err
 
 
+def test_a_line_longer_than_max_document_bytes_is_rejected_naming_its_size_and_the_flag(tmp_path: Path) -> None:
+    long_text = "é" * 300  # 600 bytes of UTF-8 in 300 characters: the limit counts bytes
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl({"id": "a", "text": text(1)}, {"id": "b", "text": long_text}, {"id": "c", "text": text(1)})
+    )
+    size = len(json.dumps({"id": "b", "text": long_text}).encode())
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", "--max-document-bytes", str(size - 1), cwd=tmp_path)
+
+    assert result.returncode == 0
+    assert [(v["id"], v["verdict"]) for v in verdicts((tmp_path / "out.jsonl").read_text())] == [
+        ("a", "unique"),
+        ("c", "duplicate"),
+    ]
+    (reject,) = verdict_records((tmp_path / "out.jsonl.rejects.jsonl").read_text())
+    assert reject["line"] == 2 and json.loads(reject["raw"]) == {"id": "b", "text": long_text}
+    assert reject["reason"] == f"line of {size} bytes exceeds --max-document-bytes={size - 1}"
+    # At the limit, the line is judged.
+    assert run_cli("in.jsonl", "-o", "all.jsonl", "--max-document-bytes", str(size), cwd=tmp_path).returncode == 0
+    assert len(verdicts((tmp_path / "all.jsonl").read_text())) == 3
+
+
+@pytest.mark.parametrize("value", ["0", "104857601", "lots"])
+def test_a_max_document_bytes_out_of_range_exits_2_naming_the_flag(tmp_path: Path, value: str) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", "--max-document-bytes", value, cwd=tmp_path)
+
+    assert result.returncode == 2
+    assert "--max-document-bytes: must be a whole number from 1 to 104857600" in result.stderr.decode()
+    assert not (tmp_path / "out.jsonl").exists()
+
+
 # --- batching and shingling -------------------------------------------------------------
 
 
@@ -512,11 +546,30 @@ def test_verdicts_and_rejects_do_not_depend_on_the_batch_size(tmp_path: Path, mo
     for batch_size in (1, 2, 3, 7, 16):
         monkeypatch.setattr(dedup_command, "BATCH_SIZE", batch_size)
         assert _dedup_in_process(tmp_path) == reference, f"BATCH_SIZE={batch_size}"
+    monkeypatch.setattr(dedup_command, "BATCH_SIZE", 4096)
+    for characters in (1, 700, 2000, 5000):
+        monkeypatch.setattr(dedup_command, "BATCH_CHARACTERS", characters)
+        assert _dedup_in_process(tmp_path) == reference, f"BATCH_CHARACTERS={characters}"
 
     # The corpus really exercises both verdicts and rejects.
     kinds = {v["verdict"] for v in verdicts(reference[0])}
     assert kinds == {"unique", "duplicate"}
     assert len(reference[1].splitlines()) > 0
+
+
+def test_a_batch_holds_at_most_batch_characters_of_text_and_rejected_lines_but_one_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(dedup_command, "BATCH_CHARACTERS", 1000)
+    lines = [json.dumps({"id": str(i), "text": "x" * size}) for i, size in enumerate([400, 500, 2500, 300, 300])]
+    lines[3] = "{" + "y" * 600  # a rejected line counts with its batch's texts
+
+    batches = list(dedup_command._batches(read_records(lines)))
+
+    assert [([r.line for r in batch], [r.line for r in bad]) for batch, bad in batches] == [
+        ([1, 2, 3], []),
+        ([5], [4]),
+    ]
 
 
 def _every_tenth_word_altered(original: str) -> str:
