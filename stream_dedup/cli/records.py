@@ -98,8 +98,8 @@ def read_records(
 
 
 def _utf8_size(line: str, limit: int) -> int:
-    """The line's size in bytes as read (undecodable bytes count one each), encoded only if ``limit`` needs it."""
-    if len(line) > limit or len(line) * 4 <= limit:  # a code point is one to four bytes
+    """The line's size in bytes as read (undecodable bytes count one each); its length if that is within ``limit``."""
+    if len(line) * 4 <= limit:  # a code point is one to four bytes
         return len(line)
     return len(line.encode("utf-8", "surrogateescape"))
 

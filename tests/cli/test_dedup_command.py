@@ -477,10 +477,11 @@ def test_missing_input_file_exits_with_code_1_naming_the_file(
 
 def test_a_line_longer_than_max_document_bytes_is_rejected_naming_its_size_and_the_flag(tmp_path: Path) -> None:
     long_text = "é" * 300  # 600 bytes of UTF-8 in 300 characters: the limit counts bytes
+    line = json.dumps({"id": "b", "text": long_text}, ensure_ascii=False).encode()
     (tmp_path / "in.jsonl").write_bytes(
-        jsonl({"id": "a", "text": text(1)}, {"id": "b", "text": long_text}, {"id": "c", "text": text(1)})
+        jsonl({"id": "a", "text": text(1)}) + line + b"\n" + jsonl({"id": "c", "text": text(1)})
     )
-    size = len(json.dumps({"id": "b", "text": long_text}).encode())
+    size = len(line)
 
     result = run_cli("in.jsonl", "-o", "out.jsonl", "--max-document-bytes", str(size - 1), cwd=tmp_path)
 
