@@ -26,11 +26,13 @@ whatever the timing of the fetches, provided each lagging partition delivers
 within the idle time. Records arriving at the live edge are judged as they
 arrive: a record produced later with an older timestamp is not waited for.
 
-Each partition's buffer holds at most ``buffer_limit`` records. Without a
-bound, a partition far ahead in event time (a live partition beside one
-replaying a week of backlog) would be fetched into memory without end while
-it waits for the older ones. A record that finds its partition's buffer full
-is refused, with every later one of that partition: :meth:`EventTimeMerge.add`
+Each partition's buffer holds at most ``buffer_limit`` records, and records
+of at most ``byte_limit`` bytes (keys and values) but for its first record,
+which is always taken. Without a bound, a partition far ahead in event time
+(a live partition beside one replaying a week of backlog) would be fetched
+into memory without end while it waits for the older ones; a count alone
+lets 2,000 records of 1 MB each take 2 GB a partition. A record that finds
+its partition's buffer full is refused, with every later one of that partition: :meth:`EventTimeMerge.add`
 says where each such partition must be fetched again from. The partition
 then counts as fetched up to there only, and as lagging (the records refused
 exist) until they come again. A full partition has records buffered, so it
@@ -73,6 +75,11 @@ def order_key(record: Any) -> tuple[int, int, int]:
     return (record.timestamp, record.partition, record.offset)
 
 
+def record_bytes(record: Any) -> int:
+    """What a fetched record's key and value take, as a partition's byte limit counts them."""
+    return len(record.key or b"") + len(record.value or b"")
+
+
 class EventTimeMerge:
     """Per-partition buffers of fetched records, taken in event-time order.
 
@@ -81,16 +88,21 @@ class EventTimeMerge:
             may hold the others back (``max_partition_idle_ms``); 0 never waits.
         buffer_limit: records a partition may hold fetched and not yet taken
             (``max_partition_buffered_records``); at least 1.
+        byte_limit: bytes of keys and values a partition may hold, past its
+            first record (``max_partition_buffered_bytes``); ``None``: no limit.
     """
 
-    def __init__(self, max_idle_seconds: float, buffer_limit: int) -> None:
+    def __init__(self, max_idle_seconds: float, buffer_limit: int, byte_limit: int | None = None) -> None:
         if max_idle_seconds < 0:
             raise ValueError(f"max_idle_seconds must not be negative, got {max_idle_seconds}")
         if buffer_limit < 1:
             raise ValueError(f"buffer_limit must be at least 1, got {buffer_limit}")
         self.max_idle_seconds = max_idle_seconds
         self.buffer_limit = buffer_limit
+        self.byte_limit = byte_limit
         self._buffers: dict[int, deque[Any]] = {}
+        #: Partition -> bytes of the records its buffer holds (counted only under a byte limit).
+        self._bytes: dict[int, int] = {}
         #: Partition -> next offset the consumer will fetch (past everything buffered).
         self._positions: dict[int, int] = {}
         #: Partition -> end offset (the last stable offset), as last learned.
@@ -104,6 +116,7 @@ class EventTimeMerge:
     def assign(self, positions: dict[int, int]) -> None:
         """Start over with these partitions, each to be fetched from ``positions[p]``; drops every buffer."""
         self._buffers = {p: deque() for p in positions}
+        self._bytes = dict.fromkeys(positions, 0)
         self._positions = dict(positions)
         self._ends = {}
         self._starving_since = {}
@@ -117,6 +130,10 @@ class EventTimeMerge:
         """Records fetched and not yet taken, by partition: each at most :attr:`buffer_limit`."""
         return {partition: len(buffer) for partition, buffer in self._buffers.items()}
 
+    def buffered_bytes(self) -> dict[int, int]:
+        """Bytes of the records fetched and not yet taken, by partition (all 0 without a :attr:`byte_limit`)."""
+        return dict(self._bytes)
+
     def add(self, records: Iterable[Any]) -> dict[int, int]:
         """Append fetched records (each partition's in offset order) to their partitions' buffers.
 
@@ -126,18 +143,25 @@ class EventTimeMerge:
         would count them as fetched).
         """
         refused: dict[int, int] = {}
+        byte_limit = self.byte_limit
         for record in records:
             partition = record.partition
             buffer = self._buffers[partition]
             if buffer and record.offset <= buffer[-1].offset:
                 raise ValueError(f"partition {partition}: offset {record.offset} fetched out of order")
-            if partition in refused or len(buffer) >= self.buffer_limit:
+            size = 0 if byte_limit is None else record_bytes(record)
+            if (
+                partition in refused
+                or len(buffer) >= self.buffer_limit
+                or (byte_limit is not None and buffer and self._bytes[partition] + size > byte_limit)
+            ):
                 refused.setdefault(partition, record.offset)
                 self._positions[partition] = refused[partition]
                 # The records refused exist: the partition lags until they are fetched again.
                 self._ends[partition] = max(self._ends.get(partition, 0), record.offset + 1)
                 continue
             buffer.append(record)
+            self._bytes[partition] += size
             self._positions[partition] = max(self._positions[partition], record.offset + 1)
         return refused
 
@@ -187,7 +211,10 @@ class EventTimeMerge:
         while heads and len(taken) < limit:
             _, partition = heapq.heappop(heads)
             buffer = self._buffers[partition]
-            taken.append(buffer.popleft())
+            record = buffer.popleft()
+            taken.append(record)
+            if self.byte_limit is not None:
+                self._bytes[partition] -= record_bytes(record)
             if buffer:
                 heapq.heappush(heads, (order_key(buffer[0]), partition))
             elif self._must_wait(now):
@@ -199,6 +226,8 @@ class EventTimeMerge:
         """Put back records just taken (a prefix of the order), so that they are taken again next."""
         for record in reversed(records):
             self._buffers[record.partition].appendleft(record)
+            if self.byte_limit is not None:
+                self._bytes[record.partition] += record_bytes(record)
 
     def _lagging(self, partition: int) -> bool:
         end = self._ends.get(partition)

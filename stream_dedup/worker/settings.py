@@ -50,6 +50,7 @@ _WHOLE_NUMBER_RANGES: dict[str, tuple[int, int, str]] = {
     "batch_size": (1, 100_000, ""),
     "batch_timeout_ms": (0, 10_000, "10 s"),
     "max_partition_idle_ms": (0, 600_000, "10 minutes"),
+    "max_partition_buffered_bytes": (1, 1 << 30, "1 GiB"),
     "text_cache_mb": (1, 65_536, "64 GiB"),
     "text_spool_mb": (0, 65_536, "0: none; 65536: 64 GiB"),
     "signing_processes": (0, _MAX_SIGNING_PROCESSES, "0: sign in the worker's process"),
@@ -183,6 +184,11 @@ class WorkerSettings(ConnectionSettings):
         None,
         "records of one input partition fetched and not yet judged, at most; more are fetched again later "
         "(default: 2 x batch_size, at least 1000)",
+    )
+    max_partition_buffered_bytes: int = _setting(
+        32 << 20,
+        "bytes of record keys and values of one input partition fetched and not yet judged, at most "
+        "(past its first record); more are fetched again later",
     )
     text_cache_mb: int = _setting(
         32,

@@ -18,8 +18,10 @@ TOPIC = "documents"
 NEVER_GIVE_UP = 600.0
 
 
-def rec(partition: int, offset: int, timestamp: int) -> Any:
-    return SimpleNamespace(topic=TOPIC, partition=partition, offset=offset, timestamp=timestamp)
+def rec(partition: int, offset: int, timestamp: int, size: int = 0) -> Any:
+    """A record whose key and value take ``size`` bytes."""
+    key, value = b"k" * min(size, 1), b"v" * max(size - 1, 0)
+    return SimpleNamespace(topic=TOPIC, partition=partition, offset=offset, timestamp=timestamp, key=key, value=value)
 
 
 def coords(records: list[Any]) -> list[tuple[int, int]]:
@@ -66,8 +68,10 @@ class BufferReports(WorkerEvents):
         self.refetched += refetched
 
 
-def intake_over(logs: PartitionLogs, batch_size: int, buffer_limit: int, events: WorkerEvents) -> BatchIntake:
-    merge = EventTimeMerge(NEVER_GIVE_UP, buffer_limit)
+def intake_over(
+    logs: PartitionLogs, batch_size: int, buffer_limit: int, events: WorkerEvents, byte_limit: int | None = None
+) -> BatchIntake:
+    merge = EventTimeMerge(NEVER_GIVE_UP, buffer_limit, byte_limit)
     consumer: Any = logs
     intake = BatchIntake(consumer, consumer, TOPIC, batch_size, merge, BatchFailures(), events)
     intake.restart(TopicPartition(TOPIC, p) for p in logs.logs)
@@ -102,23 +106,34 @@ def test_a_full_partition_is_judged_on_while_the_others_are_caught_up() -> None:
     assert coords(taken) == [(0, 0), (0, 1), (0, 2), (0, 3)]
 
 
+def test_a_partition_holds_records_up_to_its_byte_limit_and_always_one() -> None:
+    logs = PartitionLogs({0: [rec(0, i, i, size=10) for i in range(4)], 1: [rec(1, 0, 0, size=50)]}, first_offset=0)
+    intake = intake_over(logs, batch_size=10, buffer_limit=100, events=WorkerEvents(), byte_limit=25)
+    intake.add(logs.fetch(0, 4))
+    intake.add(logs.fetch(1, 1))  # larger than the limit, alone in its buffer: held
+    assert logs.seeks == [(0, 2)]
+    assert intake.merge.buffered_bytes() == {0: 20, 1: 50}
+    assert coords(intake.next_batch()) == [(0, 0), (1, 0), (0, 1)]
+    assert intake.merge.buffered_bytes() == {0: 0, 1: 0}
+
+
 @st.composite
 def partition_logs(draw: Any) -> PartitionLogs:
-    """1 to 4 partitions of up to 30 records, timestamps in any order (the merge order is then the heads' merge)."""
+    """1 to 4 partitions of up to 30 records of 0 to 40 bytes, timestamps in any order (then the heads' merge)."""
     logs = {}
     for p in range(draw(st.integers(1, 4))):
-        stamps = draw(st.lists(st.integers(0, 50), max_size=30))
-        logs[p] = [rec(p, 100 + i, t) for i, t in enumerate(stamps)]
+        stamps = draw(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 40)), max_size=30))
+        logs[p] = [rec(p, 100 + i, t, size) for i, (t, size) in enumerate(stamps)]
     return PartitionLogs(logs, first_offset=100)
 
 
-@given(partition_logs(), st.integers(1, 8), st.integers(1, 20), st.data())
-def test_any_polls_with_any_buffer_limit_take_the_unbounded_order_within_the_limit(
-    logs: PartitionLogs, buffer_limit: int, batch_size: int, data: st.DataObject
+@given(partition_logs(), st.integers(1, 8), st.none() | st.integers(1, 100), st.integers(1, 20), st.data())
+def test_any_polls_with_any_buffer_limits_take_the_unbounded_order_within_the_limits(
+    logs: PartitionLogs, buffer_limit: int, byte_limit: int | None, batch_size: int, data: st.DataObject
 ) -> None:
-    """Whatever the limit and however the polls interleave: each record once, in the order of an unbounded merge."""
+    """Whatever the limits and however the polls interleave: each record once, in the order of an unbounded merge."""
     events = BufferReports()
-    intake = intake_over(logs, batch_size, buffer_limit, events)
+    intake = intake_over(logs, batch_size, buffer_limit, events, byte_limit)
     everything = [r for log in logs.logs.values() for r in log]
     taken: list[Any] = []
     polled = 0
@@ -139,7 +154,11 @@ def test_any_polls_with_any_buffer_limit_take_the_unbounded_order_within_the_lim
             polled += size
             intake.add(poll)
             assert max(intake.merge.buffered().values()) <= buffer_limit
+            if byte_limit is not None:
+                counts = intake.merge.buffered()
+                assert all(size <= byte_limit or counts[p] == 1 for p, size in intake.merge.buffered_bytes().items())
             taken += intake.next_batch()
     assert coords(taken) == coords(list(heapq.merge(*logs.logs.values(), key=order_key)))
+    assert set(intake.merge.buffered_bytes().values()) <= {0}  # every byte counted in was counted out
     assert events.refetched == polled - len(everything)
     assert max(events.buffered, default=0) <= buffer_limit * len(logs.logs)

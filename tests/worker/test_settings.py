@@ -128,6 +128,7 @@ def test_a_bad_value_stops_start_up_naming_the_setting(
         ("batch_timeout_ms", "10001", "from 0 to 10000"),
         ("max_document_bytes", "1000000000000", "from 1 to 104857600 (100 MiB)"),
         ("max_id_bytes", "65537", "from 1 to 65536"),
+        ("max_partition_buffered_bytes", "0", "from 1 to 1073741824 (1 GiB)"),
         ("snapshot_every_documents", "100000000000000000", "from 1 to 10000000000"),
         ("snapshots_kept", "101", "from 1 to 100"),
     ],
