@@ -31,6 +31,7 @@ from stream_dedup.text.spool import TextSpool
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
+from tests.processes import children
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -153,6 +154,8 @@ class WorkerProcess:
         self.environment = {**os.environ, **environment, "PYTHONUNBUFFERED": "1"}
         self.log_path = log_path
         self.process: subprocess.Popen[bytes] | None = None
+        #: What :meth:`pause` stopped, the process first.
+        self.paused: list[int] = []
 
     def start(self) -> WorkerProcess:
         log = self.log_path.open("ab")
@@ -177,8 +180,22 @@ class WorkerProcess:
         self.process.send_signal(signum)
 
     def kill(self) -> None:
+        self.resume()  # a stopped process is killed all the same; its stopped signers must be let go too
         self.signal(signal.SIGKILL)
         self.wait(30)
+
+    def pause(self) -> None:
+        """SIGSTOP the process and its children (its signers), as a frozen VM or a stopped container is."""
+        self.paused = [self.pid, *children(self.pid, "")]
+        for pid in self.paused:
+            os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT what :meth:`pause` stopped, children first: the process finds them as it left them."""
+        for pid in reversed(self.paused):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.paused = []
 
     def wait(self, timeout: float) -> int:
         assert self.process is not None
