@@ -74,6 +74,7 @@ from stream_dedup.kafka.clients import (
     transactional_producer,
 )
 from stream_dedup.kafka.group_offsets import committed_offset
+from stream_dedup.kafka.membership import current_membership
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.kafka.sending import Send, send_all
 from stream_dedup.roles.topics import ensure_role_topics
@@ -310,7 +311,7 @@ class _Session:
             producer.begin_transaction()
             send_all(producer, outgoing.sends, self.work.limits)
             offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in outgoing.offsets.items()}
-            producer.send_offsets_to_transaction(offsets, self.consumer.group_metadata())
+            producer.send_offsets_to_transaction(offsets, current_membership(self.consumer))
             commit_transaction(producer, self.settings.written_topics(sorted({send.topic for send in outgoing.sends})))
         except KafkaError as error:
             # The next session's init_transactions() fences this producer and

@@ -112,6 +112,13 @@ SIGTERM, SIGINT                            ``Worker.request_stop``: batch      I
                                            snapshot, group left
 shutdown grace period exceeded             ``stop_signals``                    ERROR "shutdown grace period
                                                                                exceeded", exit 1
+the process paused past                    the broker: a commit under the old  ERROR "batch failed, aborting its
+``session_timeout_seconds`` (GC, a frozen  generation is refused (KIP-447);    transaction: CommitFailedError(...
+VM, a stopped container), the standby      ``current_membership``: none is     UnknownMemberIdError)" or "...
+active meanwhile                           sent under the lost generation      no longer a member of group"; "Kafka
+                                           kafka-python sets once it hears     error, restarting the session"; it
+                                           (a group left empty would take      stands by again; nothing published
+                                           it); a new session rejoins
 kill -9, lost machine                      the broker aborts the open          a standby (or the restarted replica)
                                            transaction; the next active        goes active; nothing lost or twice
                                            replica restores; signer processes
@@ -143,6 +150,7 @@ from stream_dedup.kafka.clients import (
     transactional_producer,
 )
 from stream_dedup.kafka.group_offsets import committed_offset
+from stream_dedup.kafka.membership import current_membership
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.batch import judge_batch
 from stream_dedup.worker.committer import BackgroundCommit
@@ -587,7 +595,7 @@ class _Session:
             raise _BatchFailedError(repr(error)) from error
         self.finish_commit()
         self.judged_positions = dict(judged.after)
-        self.commits.start(judged, self.consumer.group_metadata())
+        self.commits.start(judged, current_membership(self.consumer))
 
     def finish_commit(self) -> None:
         """Collect the batch whose commit is in flight, if any; a failed commit ends the session.

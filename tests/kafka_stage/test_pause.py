@@ -10,10 +10,16 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import MemberToRemove
+from kafka.structs import OffsetAndMetadata
 
+from stream_dedup.kafka.clients import KafkaConnection, transactional_producer
+from stream_dedup.kafka.membership import MembershipLostError, current_membership
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
@@ -46,6 +52,39 @@ def role_of(worker: WorkerProcess) -> str:
     messages = [str(line.get("message", "")) for line in worker.log_lines()]
     roles = [m.split(":")[0] for m in messages if m.startswith(("active:", "standby:"))]
     return roles[-1] if roles else ""
+
+
+def test_a_replica_out_of_its_group_sends_no_offsets_under_a_lost_generation(stage: Stage) -> None:
+    """kafka-python resets the generation of a member the broker no longer knows (what a resumed zombie
+    hears); offsets sent under no generation are taken by a group with no member, so they are refused."""
+    group, connection = f"group-{uuid.uuid4().hex[:8]}", KafkaConnection(stage.bootstrap)
+    consumer = KafkaConsumer(
+        bootstrap_servers=stage.bootstrap, group_id=group, group_instance_id="worker-1", enable_auto_commit=False
+    )
+    admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
+    partition = TopicPartition(stage.input_topic, 0)
+    try:
+        consumer.subscribe([stage.input_topic])
+        wait_until(lambda: consumer.poll(100) is not None and bool(consumer.assignment()), 60, "the assignment")
+        assert current_membership(consumer) == consumer.group_metadata()
+        # Its session ends (as during a pause), the group is left empty, and its heartbeat hears so.
+        admin.remove_group_members(group, [MemberToRemove(group_instance_id="worker-1")])
+        wait_until(lambda: consumer.group_metadata().generation_id < 0, 30, "the heartbeat to reset the generation")
+        with pytest.raises(MembershipLostError, match=f"no longer a member of group '{group}'"):
+            current_membership(consumer)
+        # What the check prevents: the broker takes offsets sent under the lost generation.
+        producer = transactional_producer(connection, f"test-{uuid.uuid4().hex}", 30)
+        try:
+            producer.init_transactions()
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction({partition: OffsetAndMetadata(7, "", -1)}, consumer.group_metadata())
+            producer.commit_transaction()
+        finally:
+            producer.close()
+        assert admin.list_group_offsets({group: None})[group][partition].offset == 7
+    finally:
+        admin.close()
+        consumer.close()
 
 
 @pytest.mark.parametrize("pause", [9.0])
