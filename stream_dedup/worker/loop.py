@@ -28,7 +28,8 @@ producer fenced, transaction timed out)    ``Worker.run`` starts a new         t
                                            session after 1-30 s                ``{outcome="aborted"}``, role
                                                                                ``restoring``
 Kafka error outside a batch (poll, join,   ``Worker.run``: new session         ERROR "Kafka error, restarting the
-takeover, restore)                                                             session in N s"
+takeover, restore)                                                             session in N s", role ``restoring``
+                                                                               (not ready) until a session restores
 an input record not read again to settle   ``RecordTexts`` raises a Kafka      ERROR "Kafka error, restarting the
 a pair near the threshold (no broker, a    error: the batch is judged again    session in N s"; the verdicts are
 fetch failed, 60 s of reads)               in a new session; a record gone     an uninterrupted run's
@@ -269,6 +270,9 @@ class Worker:
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
                 seconds = pause.after_failure(time.monotonic() - started)
                 log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
+                # Not ready until a new session has restored: while the brokers stay away, the next
+                # restore is not even begun, and the role would say "active" for the whole outage.
+                self.events.role_changed("restoring", "restarting after a Kafka error")
                 self._stop.wait(seconds)
             except _BatchFailedError:
                 # Not a broker fault: no reason to back off. It ends within a few

@@ -1,0 +1,44 @@
+"""What the worker says between sessions: a session ended by a Kafka error makes the replica not ready."""
+
+from pathlib import Path
+
+import pytest
+from kafka.errors import KafkaConnectionError
+
+from stream_dedup.worker import loop
+from stream_dedup.worker.events import Role, WorkerEvents
+from stream_dedup.worker.loop import Worker
+from stream_dedup.worker.settings import WorkerSettings
+
+
+class Roles(WorkerEvents):
+    def __init__(self) -> None:
+        self.roles: list[Role] = []
+
+    def role_changed(self, role: Role, reason: str) -> None:
+        self.roles.append(role)
+
+
+def test_a_session_ended_by_a_kafka_error_leaves_the_replica_restoring_not_active(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While the brokers stay away the next session never gets to restore (which says "restoring"
+    itself): the replica must not go on saying "active" (ready) for the whole outage."""
+    events = Roles()
+    worker = Worker(WorkerSettings(signing_processes=0, snapshot_dir=str(tmp_path), text_spool_mb=0), events)
+    sessions = iter(["active, then the brokers go away", "the brokers still away"])
+
+    def session() -> None:
+        which = next(sessions, None)
+        if which is None:
+            worker.request_stop()
+            return
+        if which.startswith("active"):
+            events.role_changed("active", "processing 3 partitions")
+        raise KafkaConnectionError("111 ECONNREFUSED")
+
+    monkeypatch.setattr(loop, "ensure_stage_topics", lambda *args, **kwargs: None)
+    monkeypatch.setattr(worker, "_run_session", session)
+    monkeypatch.setattr(loop.SessionBackoff, "after_failure", lambda self, lasted: 0.0)
+    worker.run()
+    assert events.roles == ["active", "restoring", "restoring"]
