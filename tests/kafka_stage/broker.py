@@ -176,13 +176,25 @@ class JarBroker:
     def stop(self) -> None:
         _run_broker_sh("stop", "--data", self.data, timeout=60)
 
+    def pause(self) -> None:
+        """SIGSTOP: the broker hangs without dying (a long GC pause, a frozen VM); its connections stay open
+        and nothing answers on them until :meth:`resume`."""
+        os.kill(self._pid(), signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`: the broker goes on where it stopped, its timers late."""
+        os.kill(self._pid(), signal.SIGCONT)
+
     def kill(self) -> None:
         """kill -9, as a crash: no clean shutdown, the logs recovered at the next start."""
-        pid = int(Path(self.data, "broker.pid").read_text())
+        pid = self._pid()
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
         while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
             time.sleep(0.1)
+
+    def _pid(self) -> int:
+        return int(Path(self.data, "broker.pid").read_text())
 
 
 @contextlib.contextmanager

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from kafka import KafkaAdminClient
 
-from .broker import provide_bootstrap_servers
+from .broker import JarBroker, jar_broker, provide_bootstrap_servers
 from .stage import Stage, kill_leftover_workers, make_stage
 
 
@@ -56,6 +56,13 @@ def topic_factory(kafka_bootstrap: str, request: pytest.FixtureRequest) -> Itera
             admin.delete_topics(created, raise_errors=False)
     finally:
         admin.close()
+
+
+@pytest.fixture
+def own_broker() -> Iterator[JarBroker]:
+    """A broker of the test's own, which it may restart or hang, as the shared one must not be."""
+    with jar_broker() as broker:
+        yield broker
 
 
 @pytest.fixture

@@ -8,14 +8,13 @@ import json
 import logging
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.corpus import make_clustered_corpus
 
-from .broker import JarBroker, jar_broker
+from .broker import JarBroker
 from .stage import (
     Stage,
     WorkerProcess,
@@ -78,13 +77,6 @@ def test_sigterm_during_a_batch_exits_zero_with_a_snapshot_and_loses_nothing(sta
     finally:
         worker.kill()
     check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
-
-
-@pytest.fixture
-def own_broker() -> Iterator[JarBroker]:
-    """A broker of this test's own: it is restarted, which the shared one must not be."""
-    with jar_broker() as broker:
-        yield broker
 
 
 def own_stage(broker: JarBroker, tmp_path: Path) -> Stage:
