@@ -16,6 +16,11 @@ each bootstrap server itself, in the order a client meets the failures:
 4. the broker answers a metadata request (a PLAINTEXT client on a SASL or
    TLS listener gets through 3 and is dropped here: "no Kafka answer").
 
+A broker that takes the connection and then says nothing at all within the
+timeout, in 3 or 4, is hung or overloaded (a long GC pause, a stopped JVM),
+not set up otherwise: "answered nothing", and the advice is about the broker,
+not the settings.
+
 One server that passes all four is enough (the clients find the others in
 its metadata); the failing ones are logged. If none passes, the error names
 every server with its answer and the settings involved, never a password.
@@ -37,6 +42,7 @@ from kafka import KafkaAdminClient
 from kafka.errors import (
     IllegalSaslStateError,
     KafkaError,
+    RequestTimedOutError,
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
@@ -145,13 +151,13 @@ def _handshake(server: str, options: dict[str, Any], timeout_seconds: float) -> 
         sent = _record_requests(conn)
         net.poll(timeout_ms=timeout_ms + 1000, future=conn.init_future)
         if not conn.init_future.is_done:
-            return BrokerAnswer(server, "no Kafka answer", f"no handshake within {timeout_seconds:g} s")
+            return BrokerAnswer(server, "answered nothing", f"no handshake within {timeout_seconds:g} s")
         if conn.init_future.failed():
             return _classify(server, conn.init_future.exception, sent[-1] if sent else "")
         metadata = net.call_soon_with_future(manager.cluster.refresh_metadata, node.node_id)
         net.poll(timeout_ms=timeout_ms + 1000, future=metadata)
         if not metadata.is_done:
-            return BrokerAnswer(server, "no Kafka answer", f"no metadata within {timeout_seconds:g} s")
+            return BrokerAnswer(server, "answered nothing", f"no metadata within {timeout_seconds:g} s")
         if metadata.failed():
             return _classify(server, metadata.exception)
         return None
@@ -183,6 +189,8 @@ def _classify(server: str, error: BaseException, last_request: str = "") -> Brok
         return BrokerAnswer(server, "SASL mechanism not enabled", str(error))
     if isinstance(error, IllegalSaslStateError):
         return BrokerAnswer(server, "not a SASL listener", "it expects no SASL handshake")
+    if isinstance(error, RequestTimedOutError):
+        return BrokerAnswer(server, "answered nothing", str(error).removeprefix("[Error 7] RequestTimedOutError: "))
     text = str(error)
     # A broker refusing the credentials may close the socket without sending its
     # answer (it delays the close, not always the answer): kafka-python then only
@@ -246,6 +254,11 @@ def _advice(answers: list[BrokerAnswer]) -> str:
         ("not a SASL listener", "Check security_protocol: this listener takes no SASL."),
         ("TLS handshake failed", "Check security_protocol and ssl_cafile, ssl_certfile, ssl_keyfile."),
         ("no Kafka answer", "Check security_protocol (it must be the listener's) and sasl_mechanism."),
+        (
+            "answered nothing",
+            "Check the brokers: they take connections but answer nothing, hung or overloaded "
+            "(their logs, GC pauses, disks); a restart retries.",
+        ),
         ("DNS lookup failed", "Check the host names in bootstrap_servers."),
         ("connection refused", "Check bootstrap_servers: is a broker listening on that port?"),
     ):

@@ -1,6 +1,7 @@
 """`stream-dedup run`: every setting is a flag; a bad setting exits 2 naming it, before any connection."""
 
 import logging
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -99,6 +100,19 @@ def test_an_unreachable_broker_exits_3_with_one_line_naming_it(capsys: pytest.Ca
     assert err.count("\n") == 1 and "Traceback" not in err
     assert err.startswith("stream-dedup: cannot use Kafka: 127.0.0.1:1: connection refused.")
     assert "bootstrap_servers=127.0.0.1:1, security_protocol=PLAINTEXT" in err
+
+
+def test_a_broker_that_takes_the_connection_and_answers_nothing_is_named_hung_not_misconfigured(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A hung broker (SIGSTOP, a long GC pause): the kernel accepts the connection, nothing answers on it."""
+    with socket.create_server(("127.0.0.1", 0)) as hung:
+        server = f"127.0.0.1:{hung.getsockname()[1]}"
+        assert main(["run", "--bootstrap-servers", server, "--metrics-port", "0", "--log-level", "ERROR"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith(f"stream-dedup: cannot use Kafka: {server}: answered nothing (")
+    assert "Check the brokers: they take connections but answer nothing" in err
+    assert "Check security_protocol" not in err
 
 
 def test_every_bootstrap_server_is_named_with_its_answer(capsys: pytest.CaptureFixture[str]) -> None:
