@@ -199,6 +199,8 @@ class RoleRunner:
                 seconds = pause.after_failure(time.monotonic() - started)
                 log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
                 self.events.role_changed("restoring", "restarting after a Kafka error")
+                # Alive all the same: a broker away for minutes must not get the pod restarted (see worker.loop).
+                self.events.heartbeat()
                 self._stop.wait(seconds)
             else:
                 pause.after_success()

@@ -273,6 +273,10 @@ class Worker:
                 # Not ready until a new session has restored: while the brokers stay away, the next
                 # restore is not even begun, and the role would say "active" for the whole outage.
                 self.events.role_changed("restoring", "restarting after a Kafka error")
+                # But alive: a session that ended (each Kafka call in it is bounded) is the loop at work.
+                # Without it a broker away for two minutes had the pods restarted, and a restart finding
+                # no broker exits 3 (CrashLoopBackOff, minutes more after the broker is back).
+                self.events.heartbeat()
                 self._stop.wait(seconds)
             except _BatchFailedError:
                 # Not a broker fault: no reason to back off. It ends within a few

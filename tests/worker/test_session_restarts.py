@@ -1,4 +1,4 @@
-"""What the worker says between sessions: a session ended by a Kafka error makes the replica not ready."""
+"""What the worker says between sessions: a session ended by a Kafka error makes the replica not ready, not dead."""
 
 from pathlib import Path
 
@@ -11,20 +11,26 @@ from stream_dedup.worker.loop import Worker
 from stream_dedup.worker.settings import WorkerSettings
 
 
-class Roles(WorkerEvents):
+class Said(WorkerEvents):
+    """The roles the worker takes and its heartbeats, in order."""
+
     def __init__(self) -> None:
-        self.roles: list[Role] = []
+        self.said: list[str] = []
 
     def role_changed(self, role: Role, reason: str) -> None:
-        self.roles.append(role)
+        self.said.append(role)
+
+    def heartbeat(self) -> None:
+        self.said.append("heartbeat")
 
 
-def test_a_session_ended_by_a_kafka_error_leaves_the_replica_restoring_not_active(
+def test_a_session_ended_by_a_kafka_error_leaves_the_replica_restoring_and_alive(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """While the brokers stay away the next session never gets to restore (which says "restoring"
-    itself): the replica must not go on saying "active" (ready) for the whole outage."""
-    events = Roles()
+    itself): the replica must not go on saying "active" (ready) for the whole outage. Each
+    session that ends is a heartbeat: the pod must not be restarted for the brokers' absence."""
+    events = Said()
     worker = Worker(WorkerSettings(signing_processes=0, snapshot_dir=str(tmp_path), text_spool_mb=0), events)
     sessions = iter(["active, then the brokers go away", "the brokers still away"])
 
@@ -41,4 +47,4 @@ def test_a_session_ended_by_a_kafka_error_leaves_the_replica_restoring_not_activ
     monkeypatch.setattr(worker, "_run_session", session)
     monkeypatch.setattr(loop.SessionBackoff, "after_failure", lambda self, lasted: 0.0)
     worker.run()
-    assert events.roles == ["active", "restoring", "restoring"]
+    assert events.said == ["active", "restoring", "heartbeat", "restoring", "heartbeat"]
