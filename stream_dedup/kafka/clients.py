@@ -24,6 +24,10 @@ from stream_dedup.kafka.fetched_records import read_fetches_quickly
 
 log = logging.getLogger(__name__)
 
+#: Longest wait between a client's attempts to reconnect to a broker (kafka-python's default is 30 s, the Java
+#: clients' 1 s): after a broker's return each client of a chain (signer, shard, judge) waited up to 30 s in turn,
+#: and roles mode took 52 s to publish again; 5 s keeps an outage's reconnect log lines few.
+RECONNECT_BACKOFF_MAX_MS = 5_000
 #: Longest wait for the partitions of a topic that exists to be described.
 _TOPIC_METADATA_SECONDS = 30.0
 
@@ -72,7 +76,7 @@ class KafkaConnection:
     client_id: str = "stream-dedup"
 
     def options(self) -> dict[str, Any]:
-        """Keyword arguments for any kafka-python client (unset options left to its defaults)."""
+        """Keyword arguments for any kafka-python client (its defaults for unset options, but the reconnect backoff)."""
         given = {
             "bootstrap_servers": [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()],
             "security_protocol": self.security_protocol,
@@ -85,7 +89,9 @@ class KafkaConnection:
             "ssl_password": self.ssl_password,
             "client_id": self.client_id,
         }
-        return {name: value for name, value in given.items() if value is not None}
+        return {name: value for name, value in given.items() if value is not None} | {
+            "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS
+        }
 
 
 def transactional_producer(

@@ -8,7 +8,7 @@ import pytest
 from stream_dedup.cli import produce_sample_command, watch_command
 from stream_dedup.cli.main import build_parser, main
 from stream_dedup.errors import BrokersUnreachableError
-from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.clients import RECONNECT_BACKOFF_MAX_MS, KafkaConnection
 from stream_dedup.worker.settings import ConnectionSettings
 
 COMMANDS = ("run", "watch", "produce-sample")
@@ -67,6 +67,7 @@ def test_flags_win_over_variables_which_win_over_the_file(
         "sasl_plain_password": "env-secret",
         "ssl_cafile": "/etc/ca.pem",
         "client_id": "stream-dedup-watch" if command == "watch" else "stream-dedup-sample",
+        "reconnect_backoff_max_ms": RECONNECT_BACKOFF_MAX_MS,
     }
 
 
