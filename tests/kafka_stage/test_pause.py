@@ -59,11 +59,17 @@ def test_a_replica_out_of_its_group_sends_no_offsets_under_a_lost_generation(sta
     hears); offsets sent under no generation are taken by a group with no member, so they are refused."""
     group, connection = f"group-{uuid.uuid4().hex[:8]}", KafkaConnection(stage.bootstrap)
     consumer = KafkaConsumer(
-        bootstrap_servers=stage.bootstrap, group_id=group, group_instance_id="worker-1", enable_auto_commit=False
+        bootstrap_servers=stage.bootstrap,
+        group_id=group,
+        group_instance_id="worker-1",
+        enable_auto_commit=False,
     )
     admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
     partition = TopicPartition(stage.input_topic, 0)
     try:
+        # Known before joining: a group joined before its consumer knows the topic's partitions gets none
+        # (kafka-python's range assignor), and a static member does not join again when they come.
+        wait_until(lambda: bool(consumer.partitions_for_topic(stage.input_topic)), 30, "the topic's partitions")
         consumer.subscribe([stage.input_topic])
         wait_until(lambda: consumer.poll(100) is not None and bool(consumer.assignment()), 60, "the assignment")
         assert current_membership(consumer) == consumer.group_metadata()
