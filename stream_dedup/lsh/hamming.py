@@ -311,12 +311,15 @@ class HammingIndex:
     ) -> "HammingIndex":
         """The documents :meth:`export` described, in ``into``, its tables rebuilt.
 
-        ``into`` is an empty index of the running settings, whose layout,
-        retention, cap and slots apply from now on (a restart may change
-        them); by default, one of the exported settings. Raises
+        ``into`` is an empty index of the running settings, whose layout
+        (its distance too), retention, cap and slots apply from now on (a
+        restart may change them): the tables are rebuilt from the
+        fingerprints for its layout, as a replay of the documents under it
+        would build them, while the documents the cap kept out of the tables
+        stay out. By default, one of the exported settings. Raises
         :class:`~stream_dedup.errors.IncompatibleSnapshotError` for another
-        format or distance, :class:`~stream_dedup.errors.CorruptSnapshotError`
-        for missing or inconsistent arrays.
+        format, :class:`~stream_dedup.errors.CorruptSnapshotError` for missing
+        or inconsistent arrays.
         """
         if metadata.get("format") != EXPORT_FORMAT:
             raise IncompatibleSnapshotError(
@@ -327,11 +330,6 @@ class HammingIndex:
             into if into is not None else cls(exported, Retention(**metadata["retention"]), metadata["max_bucket_size"])
         )
         layout = index.layout
-        if layout.max_distance != exported.max_distance:
-            raise IncompatibleSnapshotError(
-                f"Hamming index was exported with max_distance={exported.max_distance}, "
-                f"cannot restore it with max_distance={layout.max_distance}"
-            )
         index.hot_bucket_skips = int(metadata["hot_bucket_skips"])
         capacity = index.history.capacity
         index.history.items = [

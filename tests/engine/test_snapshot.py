@@ -419,6 +419,28 @@ def test_a_restored_index_follows_the_running_retention(tmp_path: Path, method: 
     assert 100 <= len(restored) <= 125
 
 
+def test_a_simhash_index_restored_under_another_max_hamming_judges_as_its_changelog_replayed_would(
+    tmp_path: Path,
+) -> None:
+    """``max_hamming`` is no signature parameter: the stage's changelog replays under a new one, so its snapshot
+    must load under it too (the tables are rebuilt), not stop the restart that a missing snapshot would not."""
+    texts = make_corpus(600, seed=4)
+    batches = [(f"d{i}", texts[i]) for i in range(600)]
+    first = make_detector(DetectionConfig(method="simhash"))
+    first.process([i for i, _ in batches[:300]], [t for _, t in batches[:300]])
+    save_snapshot(first, tmp_path / "index.snap")
+    wider = DetectionConfig(method="simhash", max_hamming=6)
+    replayed = make_detector(wider)
+    replayed.process([i for i, _ in batches[:300]], [t for _, t in batches[:300]])
+
+    restored, _ = load_snapshot(tmp_path / "index.snap", wider)
+
+    later = [i for i, _ in batches[300:]], [t for _, t in batches[300:]]
+    verdicts = restored.process(*later)
+    assert verdicts == replayed.process(*later)
+    assert any((v.hamming_distance or 0) > 3 for v in verdicts)  # found only under the new distance
+
+
 def test_a_threshold_with_the_same_chosen_banding_is_accepted(saved: Path) -> None:
     assert DetectionConfig(threshold=0.7999).banding() == DetectionConfig(threshold=0.8).banding()
 

@@ -204,12 +204,27 @@ def test_export_restore_round_trip_answers_alike_and_continues_numbering() -> No
     assert_same(relaid.search(queries), index.search(queries))
 
 
-def test_restore_refuses_another_distance_and_inconsistent_arrays() -> None:
+def test_restore_under_another_distance_answers_as_an_index_built_under_it() -> None:
+    """The tables are rebuilt from the fingerprints: a restart may change ``max_hamming``, as a replay could."""
+    rng = np.random.default_rng(8)
+    stored = rng.integers(0, 2**64, 400, dtype=np.uint64)
+    index = HammingIndex(HammingLayout(3, (4,)))
+    index.add(stored, [str(n) for n in range(400)])
+    wider = HammingIndex(HammingLayout(6, (7,)))
+    wider.add(stored, [str(n) for n in range(400)])
+    metadata, arrays = index.export()
+    restored = HammingIndex.restore(metadata, arrays, into=HammingIndex(HammingLayout(6, (7,))))
+    flips = rng.integers(0, 64, (400, 5))
+    queries = stored ^ np.bitwise_or.reduce(np.uint64(1) << flips.astype(np.uint64), axis=1)  # 1 to 5 bits away
+    assert restored.max_distance == 6
+    assert index.search(queries).rows.size < restored.search(queries).rows.size
+    assert_same(restored.search(queries), wider.search(queries))
+
+
+def test_restore_refuses_another_format_and_inconsistent_arrays() -> None:
     index = HammingIndex(HammingLayout(3, (4,)))
     index.add(np.arange(10, dtype=np.uint64), [str(n) for n in range(10)])
     metadata, arrays = index.export()
-    with pytest.raises(IncompatibleSnapshotError, match="max_distance"):
-        HammingIndex.restore(metadata, arrays, into=HammingIndex(HammingLayout(2, (3,))))
     with pytest.raises(IncompatibleSnapshotError, match="format"):
         HammingIndex.restore({**metadata, "format": "something else"}, arrays)
     with pytest.raises(CorruptSnapshotError):
