@@ -491,8 +491,21 @@ def _check_parameters(source: Path, stored: dict[str, Any], running: dict[str, A
             raise IncompatibleSnapshotError(
                 f"{source} was made with {name}={made_with!r} but this run uses "
                 f"{name}={runs_with!r}; its signatures are not comparable. Run with the snapshot's "
-                "settings, or start from an empty index (move the snapshot away)."
+                f"settings{_banding_kept(name, stored)}, or start from an empty index: move the snapshot away "
+                "(the Kafka stage's changelog holds the same signatures: there, run with a new group_id instead)."
             )
+
+
+def _banding_kept(name: str, stored: dict[str, Any]) -> str:
+    """For a banding that differs, the settings that keep the snapshot's: a banding chosen from a threshold
+    differs after most changes of it, and the operator changed the threshold, not ``bands``."""
+    if name not in ("bands", "rows_per_band"):
+        return ""
+    prefix = "containment_" if "containment_partitions_per_doubling" in stored else ""
+    return (
+        f" (the banding is chosen from the thresholds unless set: {prefix}bands={stored.get('bands')} and "
+        f"{prefix}rows_per_band={stored.get('rows_per_band')} keep it under new thresholds)"
+    )
 
 
 def _finite_or_none(value: float) -> float | None:

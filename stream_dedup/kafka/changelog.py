@@ -56,6 +56,11 @@ MAGIC = b"SDCL"
 #: 2: one-bit sketches, index keys and sources instead of 8-bit signatures.
 FORMAT_VERSION = 2
 
+#: How a stage starts over from an empty index. A new changelog_topic alone does not do it: the group's committed
+#: offsets would have the stage judge on against an index missing every earlier document, which
+#: :func:`stream_dedup.worker.topics.refuse_lost_history` refuses.
+START_OVER = "run the stage with a new group_id (new topics and index; the input is judged again from its beginning)"
+
 #: Default upper bound of one changelog record value (Kafka's default limit is 1 MB).
 MAX_RECORD_BYTES = 512 * 1024
 
@@ -114,6 +119,8 @@ def decode_entry(value: bytes, digest: str, topic_setting: str = "changelog_topi
     """
     kind = topic_setting.removesuffix("_topic")
     new_topic = f"point {topic_setting} at a new topic (the index then starts empty)"
+    if topic_setting == "changelog_topic":  # a worker's: its group's offsets go with it
+        new_topic = START_OVER
     with reading_record(kind, f"It cannot be replayed: {new_topic}."):
         header, arrays = unpack_record(
             value, MAGIC, FORMAT_VERSION, kind, f"Replay it with the release that wrote it, or {new_topic}."

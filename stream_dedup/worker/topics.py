@@ -11,6 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from stream_dedup.errors import LostHistoryError, TopicConfigError
+from stream_dedup.kafka.changelog import START_OVER
 from stream_dedup.kafka.clients import KafkaConnection, TopicSpec, ensure_topics, missing_topics
 from stream_dedup.kafka.group_offsets import has_committed
 from stream_dedup.kafka.topic_limits import size_limits, topic_configs
@@ -86,8 +87,7 @@ def refuse_lost_history(connection: KafkaConnection, histories: list[History]) -
                 f"{history.setting} {history.topic!r} does not exist, but group {history.group_id!r} has committed "
                 f"offsets of {history.read_topic!r}: the topic the stage rebuilds its state from was deleted "
                 "(while the stage ran, or since). Going on from those offsets would judge each document against "
-                "an index missing every one before it (or wait for answers lost with it). To start over, run the "
-                "stage with a new group_id (new topics and index; the input is judged from its beginning)"
+                f"an index missing every one before it (or wait for answers lost with it). To start over, {START_OVER}"
             )
 
 
@@ -178,7 +178,7 @@ def check_history_retention(settings: WorkerSettings, topic: str, setting: str) 
             f"{setting} {topic!r} would delete documents the index still holds: {'; '.join(problems)}. "
             "A restore from it would rebuild a smaller index and give other verdicts. Fix the topic with "
             f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config {fix}, "
-            f"or point {setting} at a new topic (the stage creates it)"
+            f"or {START_OVER}"
         )
 
 

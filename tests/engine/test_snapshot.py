@@ -455,6 +455,17 @@ def test_a_threshold_that_changes_the_chosen_banding_is_refused_naming_bands(sav
         load_snapshot(saved, DetectionConfig(threshold=0.85))
 
     assert "made with bands=16 but this run uses bands=15" in str(error.value)
+    # The operator moved the threshold: the message says how to keep the index under the new one.
+    assert "bands=16 and rows_per_band=6 keep it" in str(error.value)
+    assert "run with a new group_id" in str(error.value)  # moving it away alone meets the changelog's refusal
+
+
+def test_a_containment_threshold_that_changes_the_banding_says_which_settings_keep_it(tmp_path: Path) -> None:
+    save_snapshot(fed(DetectionConfig(containment_threshold=0.8), [words_text(1)]), tmp_path / "index.snap")
+    with raises_naming(IncompatibleSnapshotError, tmp_path / "index.snap") as error:
+        load_snapshot(tmp_path / "index.snap", DetectionConfig(containment_threshold=0.9))
+
+    assert "containment_bands=17 and containment_rows_per_band=2 keep it" in str(error.value)
 
 
 # --- atomic writes ----------------------------------------------------------------------

@@ -92,11 +92,14 @@ def test_a_record_of_an_older_format_is_refused_naming_the_formats() -> None:
         decode_entry(older, DIGEST)
 
 
-def test_records_made_with_other_signature_parameters_are_refused() -> None:
+def test_records_made_with_other_signature_parameters_are_refused_saying_how_to_start_over() -> None:
     (value,) = encode_entry(entry_of(["some text here"]), DIGEST)
     other = DetectionConfig(shingle_size=7).signature_fingerprint()
-    with pytest.raises(ChangelogError, match="other signature parameters"):
+    with pytest.raises(ChangelogError, match="other signature parameters") as refused:
         decode_entry(value, other)
+    # A new changelog_topic under the same group would be refused as lost history: only a new group starts over.
+    assert "with a new group_id" in str(refused.value)
+    assert "changelog_topic at a new topic" not in str(refused.value)
 
 
 def test_the_threshold_does_not_change_the_digest() -> None:
