@@ -34,6 +34,7 @@ from stream_dedup.cli.watch_summary import WatchSummary, render_summary
 from stream_dedup.cli.watched_records import VerdictRecord, WatchedRecord, watched_record
 from stream_dedup.errors import StreamDedupError
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
+from stream_dedup.kafka.clients import never_creating_topics
 from stream_dedup.kafka.record_lookup import RecordLookup
 from stream_dedup.worker.settings import WorkerSettings
 
@@ -166,11 +167,15 @@ class _Printer:
 def _read(
     args: argparse.Namespace, topics: list[str], options: dict[str, Any], summary: WatchSummary, printer: _Printer
 ) -> None:
-    consumer = KafkaConsumer(
-        **options,
-        isolation_level="read_committed",  # only records of committed transactions
-        auto_offset_reset="earliest",
-        enable_auto_commit=False,
+    # Never creating topics: a watched output topic deleted under the stage must not come back with the
+    # broker's defaults (the stage would not know it was deleted).
+    consumer = never_creating_topics(
+        KafkaConsumer(
+            **options,
+            isolation_level="read_committed",  # only records of committed transactions
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+        )
     )
     try:
         _wait_for_topics(consumer, topics, args.idle_seconds)

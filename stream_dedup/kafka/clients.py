@@ -11,10 +11,11 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import MemberToRemove
+from kafka.consumer.group import KafkaConsumer as _KafkaPythonConsumer  # kafka-python's own, whatever stands in
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
 from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
@@ -23,6 +24,8 @@ from stream_dedup.kafka.assignor import SingleActiveAssignor
 from stream_dedup.kafka.fetched_records import read_fetches_quickly
 
 log = logging.getLogger(__name__)
+
+_Client = TypeVar("_Client", KafkaConsumer, KafkaProducer)
 
 #: Longest wait between a client's attempts to reconnect to a broker (kafka-python's default is 30 s, the Java
 #: clients' 1 s): after a broker's return each client of a chain (signer, shard, judge) waited up to 30 s in turn,
@@ -105,13 +108,34 @@ def transactional_producer(
     stage creates its topics itself, at the start of each session
     (:mod:`stream_dedup.worker.topics`).
     """
-    return KafkaProducer(
+    producer = KafkaProducer(
         **connection.options(),
         transactional_id=transactional_id,
         transaction_timeout_ms=int(transaction_timeout_seconds * 1000),
-        allow_auto_create_topics=False,
         **PRODUCER_TUNING,
     )
+    return never_creating_topics(producer)
+
+
+def never_creating_topics(client: _Client) -> _Client:
+    """``client``, made never to have the brokers create a topic it asks about (returned for chaining).
+
+    kafka-python 3.0 takes ``allow_auto_create_topics`` and drops it: its
+    metadata requests always ask for creation, so with the brokers'
+    ``auto.create.topics.enable`` on (Kafka's default) any consumer or
+    producer of a deleted topic made it again within a second, with the
+    broker's defaults (one partition, a 7-day retention) and empty. A standby
+    tailing a changelog deleted under it did so: the stage judged on, wrote
+    the new changelog, and never stopped as a lost history must
+    (:func:`~stream_dedup.worker.topics.refuse_lost_history`); its next
+    restore rebuilt an index missing every document before the deletion.
+    """
+    if isinstance(client, KafkaProducer):
+        client._metadata.config["allow_auto_create_topics"] = False
+    elif isinstance(client, _KafkaPythonConsumer):
+        client._client.cluster.config["allow_auto_create_topics"] = False
+    # Anything else stands in for a client (the tests' fakes) and asks the brokers nothing.
+    return client
 
 
 def close_producer(producer: KafkaProducer, timeout_seconds: float) -> None:
@@ -168,7 +192,7 @@ def group_consumer(
         # records wait unread, and an original there is judged after its copy on an old partition.
         metadata_max_age_ms=INPUT_METADATA_MAX_AGE_MS,
     )
-    return read_fetches_quickly(consumer)
+    return read_fetches_quickly(never_creating_topics(consumer))
 
 
 def groupless_consumer(connection: KafkaConnection, reset: str, **options: Any) -> KafkaConsumer:
@@ -178,13 +202,15 @@ def groupless_consumer(connection: KafkaConnection, reset: str, **options: Any) 
     offset the partition no longer holds); ``options`` are more of its settings.
     """
     return read_fetches_quickly(
-        KafkaConsumer(
-            **connection.options(),
-            group_id=None,
-            enable_auto_commit=False,
-            isolation_level="read_committed",
-            auto_offset_reset=reset,
-            **options,
+        never_creating_topics(
+            KafkaConsumer(
+                **connection.options(),
+                group_id=None,
+                enable_auto_commit=False,
+                isolation_level="read_committed",
+                auto_offset_reset=reset,
+                **options,
+            )
         )
     )
 
@@ -221,7 +247,9 @@ def end_offsets_reader(connection: KafkaConnection) -> KafkaConsumer:
     a partition to its end (the live edge, or a backlog the buffers hold
     whole). On a connection of its own the answer takes one round trip.
     """
-    return KafkaConsumer(**connection.options(), isolation_level="read_committed", enable_auto_commit=False)
+    return never_creating_topics(
+        KafkaConsumer(**connection.options(), isolation_level="read_committed", enable_auto_commit=False)
+    )
 
 
 def log_offsets(

@@ -84,8 +84,6 @@ class RecordLookup:
             bootstrap_timeout_ms=int(timeout_seconds * 1000),
             max_poll_records=_RECORDS_PER_POLL,
             max_partition_fetch_bytes=fetch_bytes,
-            # A topic deleted since it was last listed is not created again by a fetch.
-            allow_auto_create_topics=False,
         )
         self._topics: set[str] = set()
         self._topics_listed = float("-inf")

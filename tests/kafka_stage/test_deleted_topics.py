@@ -13,10 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.errors import KafkaError
+
+from stream_dedup.kafka.clients import end_offsets_reader, partition_reader, transactional_producer
 
 from .clear_corpus import brute_force_verdicts, clear_corpus
-from .stage import Stage, WorkerProcess, produce, read_committed, role_threads
+from .stage import Stage, WorkerProcess, produce, read_committed, role_threads, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -139,3 +142,57 @@ def test_an_output_topic_deleted_under_a_sharded_stage_is_named_created_again_an
     messages = [r.getMessage() for r in caplog.records]
     assert any(f"output_topic {stage.output_topic!r} does not exist" in m for m in messages), caplog.text
     assert any(f"output_topic {stage.output_topic!r} was deleted while the stage ran" in m for m in messages)
+
+
+def test_no_client_of_the_stage_has_the_brokers_create_a_deleted_topic_again(stage: Stage) -> None:
+    # kafka-python 3.0 drops allow_auto_create_topics=False; Kafka's auto.create.topics.enable is on by default.
+    settings = stage.settings()
+    gone = f"{stage.input_topic}-never-created"
+    partition = TopicPartition(gone, 0)
+    reader = partition_reader(settings.connection(), partition, 0, "earliest")
+    offsets = end_offsets_reader(settings.connection())
+    producer = transactional_producer(settings.connection(), f"{gone}-producer", 10)
+    clients = [reader, offsets, producer]
+    try:
+        offsets.assign([partition])
+        for consumer in (reader, offsets):
+            consumer.poll(timeout_ms=1000)
+        producer.config["max_block_ms"] = 2000  # its wait for the topic's partitions (60 s)
+        with pytest.raises(KafkaError):
+            producer.partitions_for(gone)
+    finally:
+        for client in clients:
+            client.close()
+    admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
+    try:
+        assert gone not in admin.list_topics()
+    finally:
+        admin.close()
+
+
+def test_a_changelog_deleted_under_a_standby_tailing_it_stays_deleted_and_the_stage_stops(
+    stage: Stage, tmp_path: Path
+) -> None:
+    texts = [text for text, _ in clear_corpus(60, 60)]
+    changelog = stage.settings().changelog_topic
+    replicas = [
+        WorkerProcess(stage.environment(name, batch_size=20), tmp_path / f"{name}.log").start()
+        for name in ("worker-1", "worker-2")
+    ]
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(60)))
+    read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=60)
+    wait_until(lambda: any("tailing the changelog" in r.log_path.read_text() for r in replicas), 30, "a standby")
+    delete_topic(stage.bootstrap, changelog)
+    # The standby's fetches of the changelog used to have the brokers create it again, empty, within a second.
+    time.sleep(3)
+    admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
+    try:
+        assert changelog not in admin.list_topics()
+    finally:
+        admin.close()
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(60, 120)))
+    wait_until(lambda: not all(r.running() for r in replicas), 30, "a replica to stop")
+    stopped = next(r for r in replicas if not r.running())
+    assert stopped.wait(1) == 1
+    assert f"changelog_topic {changelog!r} does not exist, but group" in stopped.log_path.read_text()
+    assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=2, timeout=10)) == 60
