@@ -35,10 +35,13 @@ unique) deleted while the role runs        bounded_commit) raises              o
                                            ``MissingTopicError``: new session, WARNING "... was deleted while the
                                            which creates it again              stage ran: creating it again"
                                            (``ensure_role_topics``)
-the sequenced or answers topic deleted,    ``refuse_lost_history`` at the      "stream-dedup: sequenced_topic 'T'
-the groups writing it having committed     start of every session: exit 1      does not exist, but group 'G' has
-offsets                                    (shards would replay nothing, the   committed offsets"
-                                           judge wait for lost answers)
+the sequenced or answers topic deleted,    ``_Session.check_read_topics``:     ERROR "Kafka error, restarting the
+the groups writing it having committed     the rebalance it causes ends the    session ...: MissingTopicError(...
+offsets                                    session; ``refuse_lost_history``    sequenced_topic 'T' does not
+                                           at the start of every session:      exist", then "stream-dedup:
+                                           exit 1 (shards would replay         sequenced_topic 'T' does not exist,
+                                           nothing, the judge wait for lost    but group 'G' has committed
+                                           answers)                            offsets"
 a record that is not ours, or of other     raised: the process exits 1         the message names the topic and the
 signature parameters or shard count                                            setting
 kill -9                                    the broker aborts the open          a standby, or the restarted process,
@@ -62,7 +65,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.kafka.assignments import AssignmentNotes
-from stream_dedup.kafka.bounded_commit import commit_transaction
+from stream_dedup.kafka.bounded_commit import MissingTopicError, commit_transaction
 from stream_dedup.kafka.broker_limits import raise_if_timeout_refused
 from stream_dedup.kafka.clients import (
     SessionBackoff,
@@ -287,6 +290,22 @@ class _Session:
         if self.assignments.join_waited() > limit:
             raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
 
+    def check_read_topics(self) -> None:
+        """End the session if a topic the role reads is gone: the group rebalances when one is deleted under it.
+
+        The next session then refuses to go on without a history topic (exit 1,
+        :func:`~stream_dedup.worker.topics.refuse_lost_history`) or creates the
+        topic again. Without this, a judge whose answers topic was deleted took
+        over with no answers partitions and exited 2 blaming the ``shards``
+        setting, and one whose sequenced topic was deleted stood by for good.
+        """
+        names = self.settings.topic_settings()
+        gone = [topic for topic in self.work.topics if not self.consumer.partitions_for_topic(topic)]
+        if gone:
+            raise MissingTopicError(
+                "; ".join(f"{names.get(topic, 'topic')} {topic!r} does not exist (deleted?)" for topic in gone)
+            )
+
     def observe(self) -> None:
         """Lag behind each held partition's end, and the role's own measures, at most once a second."""
         if time.monotonic() - self._last_observed < _OBSERVE_EVERY_SECONDS:
@@ -296,6 +315,7 @@ class _Session:
         self.work.observe(self.events)
 
     def take_over(self, assigned: list[TopicPartition]) -> None:
+        self.check_read_topics()
         self.events.partitions_assigned(len(assigned))
         if not assigned:
             self.events.role_changed("standby", "standby: another replica holds the partitions")

@@ -19,7 +19,7 @@ from kafka.errors import KafkaError
 from stream_dedup.kafka.clients import end_offsets_reader, partition_reader, transactional_producer
 
 from .clear_corpus import brute_force_verdicts, clear_corpus
-from .stage import Stage, WorkerProcess, produce, read_committed, role_threads, wait_until
+from .stage import Stage, WorkerProcess, produce, read_committed, role_processes, role_threads, wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -196,3 +196,23 @@ def test_a_changelog_deleted_under_a_standby_tailing_it_stays_deleted_and_the_st
     assert stopped.wait(1) == 1
     assert f"changelog_topic {changelog!r} does not exist, but group" in stopped.log_path.read_text()
     assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=2, timeout=10)) == 60
+
+
+def test_a_judge_whose_answers_topic_is_deleted_stops_naming_the_lost_history_not_the_shards_setting(
+    stage: Stage, tmp_path: Path
+) -> None:
+    texts = [text for text, _ in clear_corpus(30, 0)]
+    roles = {
+        "signer-1": {"role": "signer"},
+        "shard-0": {"role": "shard", "shard_index": 0},
+        "judge-1": {"role": "judge"},
+    }
+    processes = role_processes(stage, tmp_path, roles, batch_size=10, shards=1, index_slots=6)
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(30)))
+    read_committed(stage.bootstrap, stage.output_topic, 30, settle=1, timeout=60)
+    answers = stage.settings("judge-1", role="judge", shards=1).answers_topic
+    delete_topic(stage.bootstrap, answers)
+    # The group rebalances at once; the judge used to take over with no answers partitions and exit 2.
+    judge = processes["judge-1"]
+    assert judge.wait(30) == 1
+    assert f"answers_topic {answers!r} does not exist, but group" in judge.log_path.read_text()
