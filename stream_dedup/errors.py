@@ -57,6 +57,15 @@ class LostHistoryError(ChangelogError):
     """
 
 
+class RecreatedInputError(StreamDedupError):
+    """The input topic was deleted and created again under its name while the stage ran.
+
+    The offsets the stage judged up to, and the partition and offset where its
+    index reads each document again, are the deleted topic's: reading on would
+    skip the new topic's first records without a verdict. The process exits (1).
+    """
+
+
 class ReplayTimeoutError(ChangelogError):
     """The changelog's replay stopped moving (for 300 s by default): the brokers do not serve it.
 

@@ -42,6 +42,9 @@ offsets                                    session; ``refuse_lost_history``    s
                                            exit 1 (shards would replay         sequenced_topic 'T' does not exist,
                                            nothing, the judge wait for lost    but group 'G' has committed
                                            answers)                            offsets"
+the input topic deleted and created again  ``_Session.check_read_topics``      "stream-dedup: input_topic 'T' was
+under its name (signers read it)           (kafka.input_identity): exit 1      deleted and created again while the
+                                                                               stage ran"
 a record that is not ours, or of other     raised: the process exits 1         the message names the topic and the
 signature parameters or shard count                                            setting
 kill -9                                    the broker aborts the open          a standby, or the restarted process,
@@ -77,6 +80,7 @@ from stream_dedup.kafka.clients import (
     transactional_producer,
 )
 from stream_dedup.kafka.group_offsets import committed_offset
+from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.kafka.membership import current_membership
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.kafka.sending import Send, send_all
@@ -164,6 +168,8 @@ class RoleRunner:
         self.events = events or WorkerEvents()
         self.single_active = single_active
         self.max_poll_records = max_poll_records
+        #: Outlives sessions: an input topic created again under its name is refused (signers read it).
+        self.input_identity = InputIdentity(settings.input_topic)
         self._stop = threading.Event()
 
     def request_stop(self) -> None:
@@ -256,6 +262,7 @@ class _Session:
         self.consumer.subscribe(self.work.topics, listener=self.assignments)
         # Metadata after subscribing and before joining (see worker.loop._Session.join).
         self.consumer.topics()
+        self.check_read_topics()
         self.events.role_changed("standby", "joining the group")
         while not self.runner.stopping:
             # 1. Poll.
@@ -291,7 +298,8 @@ class _Session:
             raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
 
     def check_read_topics(self) -> None:
-        """End the session if a topic the role reads is gone: the group rebalances when one is deleted under it.
+        """End the session if a topic the role reads is gone, and the process if the input is a new topic of its
+        name: the group rebalances when one is deleted under it, or created again (kafka.input_identity).
 
         The next session then refuses to go on without a history topic (exit 1,
         :func:`~stream_dedup.worker.topics.refuse_lost_history`) or creates the
@@ -299,6 +307,8 @@ class _Session:
         over with no answers partitions and exited 2 blaming the ``shards``
         setting, and one whose sequenced topic was deleted stood by for good.
         """
+        if self.settings.input_topic in self.work.topics:
+            self.runner.input_identity.check(self.consumer)
         names = self.settings.topic_settings()
         gone = [topic for topic in self.work.topics if not self.consumer.partitions_for_topic(topic)]
         if gone:

@@ -62,6 +62,11 @@ the changelog deleted (while the stage     ``refuse_lost_history`` at the      E
 runs, or since), the group having          start of every session: exit 1,     not exist", then "stream-dedup:
 committed offsets                          at every restart too (judging on    changelog_topic 'T' does not exist,
                                            would miss every earlier document)  but group 'G' has committed offsets"
+the input topic deleted and created again  ``InputIdentity.check`` (kafka.     "stream-dedup: input_topic 'T' was
+under its name while the process runs      input_identity) at every join and   deleted and created again while the
+                                           takeover: exit 1 (reading the new   stage ran (Kafka topic id A, now B)"
+                                           topic from the old offsets would
+                                           skip its first records)
 a commit that never returns (past the      ``commit_transaction``: a Kafka     ERROR "the transaction's commit has
 transaction timeout + 30 s)                error, new session                  not completed after N s"
 a batch failing for a reason other than    ``_Session.process_batch`` (or      ERROR "judging a batch failed" (or
@@ -151,6 +156,7 @@ from stream_dedup.kafka.clients import (
     transactional_producer,
 )
 from stream_dedup.kafka.group_offsets import committed_offset
+from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.kafka.membership import current_membership
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.batch import judge_batch
@@ -197,6 +203,8 @@ class Worker:
         self.signer_pool: SignerPool | None = None
         #: Outlives sessions too (opened by run()): a batch that failed reading texts again finds those it read kept.
         self.texts: RecordTexts | None = None
+        #: Outlives sessions too: an input topic created again under its name between two is refused.
+        self.input_identity = InputIdentity(settings.input_topic)
         self._stop = threading.Event()
         self._deadline: float | None = None
 
@@ -478,6 +486,7 @@ class _Session:
         # arrives. topics() always asks the broker; partitions_for_topic() may
         # answer from the cache.
         self.consumer.topics()
+        self.worker.input_identity.check(self.consumer)
         self.events.role_changed("standby", "joining the group")
 
     def check_join(self) -> None:
@@ -502,6 +511,8 @@ class _Session:
             log.info("standby: another replica holds the partitions; tailing the changelog")
             return
         consumer, replay = self.consumer, self.replay
+        # A deletion of the input makes the group rebalance, and so does the new topic of its name.
+        self.worker.input_identity.check(consumer)
         # The committed offsets and the changelog are written in one transaction,
         # but become visible separately: wait until the changelog has caught up
         # with the offsets, or the index would miss batches whose verdicts were published.

@@ -5,15 +5,21 @@ from __future__ import annotations
 import json
 import logging
 import time
+from pathlib import Path
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.errors import TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
+from stream_dedup.errors import RecreatedInputError
+from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.worker.events import WorkerEvents
 
 from .clear_corpus import brute_force_verdicts, clear_corpus
-from .stage import Stage, produce, read_committed, role_threads, wait_until, worker_thread
+from .stage import Stage, WorkerProcess, produce, read_committed, role_threads, wait_until, worker_thread
+from .test_deleted_topics import delete_topic
 from .test_roles import sequenced_batches
 
 pytestmark = pytest.mark.kafka
@@ -131,3 +137,52 @@ def test_a_reset_of_the_groups_offsets_back_is_not_taken_and_says_so(
     assert len(records) == 90
     warnings = [r.getMessage() for r in caplog.records if "committed offsets" in r.getMessage()]
     assert len(warnings) == 1 and "0: 0, 30" in warnings[0] and "new group_id" in warnings[0], caplog.text
+
+
+def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    """Delete ``topic`` and create it again under its name, as soon as the brokers let go of the old one."""
+    delete_topic(bootstrap, topic)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                admin.create_topics([NewTopic(topic, partitions, 1)])
+                return
+            except TopicAlreadyExistsError:  # still being deleted
+                assert time.monotonic() < deadline, f"{topic} not created again"
+                time.sleep(0.2)
+    finally:
+        admin.close()
+
+
+def test_an_input_topic_created_again_under_its_name_is_told_by_its_id(stage: Stage) -> None:
+    consumer = KafkaConsumer(bootstrap_servers=stage.bootstrap)
+    identity = InputIdentity(stage.input_topic)
+    try:
+        identity.check(consumer)
+        identity.check(consumer)  # the same topic
+        recreate_topic(stage.bootstrap, stage.input_topic, 3)
+        consumer.topics()  # the metadata a rebalance brings
+        with pytest.raises(RecreatedInputError, match="was deleted and created again while the stage ran"):
+            identity.check(consumer)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.long
+def test_an_input_topic_created_again_under_the_stage_stops_it_rather_than_skip_its_first_records(
+    stage: Stage, tmp_path: Path
+) -> None:
+    # Before: the stage read the new topic from its old positions (offset 20 of each partition), and 60 of the
+    # 90 new documents never got a verdict, with nothing said.
+    corpus = clear_corpus(150, 0)
+    worker = WorkerProcess(stage.environment(batch_size=20), tmp_path / "worker.log").start()
+    now = int(time.time() * 1000)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60), now))
+    read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=60)
+    recreate_topic(stage.bootstrap, stage.input_topic, 3)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60, 150), now))
+    assert worker.wait(90) == 1
+    assert f"input_topic {stage.input_topic!r} was deleted and created again" in worker.log_path.read_text()
+    assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=2, timeout=10)) == 60
