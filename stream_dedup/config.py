@@ -71,6 +71,25 @@ IMPLIED_SIGNATURE_PARAMETERS: dict[str, object] = {
 }
 #: Signature parameters that, when they differ, make every other differ too: named first when they do.
 LEADING_SIGNATURE_PARAMETERS = ("method", "containment_partitions_per_doubling")
+#: Every name :meth:`DetectionConfig.signature_parameters` can hold (a test keeps the two in step).
+SIGNATURE_PARAMETER_NAMES = (
+    "signature_format",
+    "seed",
+    "shingle_unit",
+    "shingle_size",
+    "strip_punctuation",
+    "ignore_invisible",
+    "fold_lookalikes",
+    "method",
+    "containment_partitions_per_doubling",
+    "num_perm",
+    "sketch_bits",
+    "scheme",
+    "bands",
+    "rows_per_band",
+    "verification",
+    "simhash_weighting",
+)
 #: Index size the Hamming table layout is chosen for when retention sets no ``max_documents``.
 EXPECTED_DOCUMENTS = 1_000_000
 
@@ -410,6 +429,40 @@ def _named_banding(bands: int, rows_per_band: int) -> BandParameters:
         if not isinstance(value, int) or value < 1:
             raise ConfigError(name, f"must be a whole number >= 1, got {value!r}")
     return BandParameters(bands, rows_per_band)
+
+
+def signature_parameters_in(settings: Mapping[str, object]) -> dict[str, object]:
+    """The signature parameters among ``settings`` (:meth:`DetectionConfig.verdict_settings` holds them all)."""
+    return {name: value for name, value in settings.items() if name in SIGNATURE_PARAMETER_NAMES}
+
+
+def signature_difference(
+    stored: Mapping[str, object], running: Mapping[str, object]
+) -> tuple[str, object, object] | None:
+    """The first signature parameter that differs from ``stored`` to ``running``: its name and both values.
+
+    The method and containment come first: when they differ every other
+    parameter does too, and they say why. A parameter either side does not
+    name has its :data:`IMPLIED_SIGNATURE_PARAMETERS` value. None if none differs.
+    """
+    for name in dict.fromkeys([*LEADING_SIGNATURE_PARAMETERS, *running, *stored]):  # in order, each once
+        made_with = stored.get(name, IMPLIED_SIGNATURE_PARAMETERS.get(name))
+        runs_with = running.get(name, IMPLIED_SIGNATURE_PARAMETERS.get(name))
+        if made_with != runs_with:
+            return name, made_with, runs_with
+    return None
+
+
+def banding_kept(name: str, stored: Mapping[str, object]) -> str:
+    """For a banding that differs, the settings that keep the stored one: a banding chosen from a threshold
+    differs after most changes of it, and the operator changed the threshold, not ``bands``."""
+    if name not in ("bands", "rows_per_band"):
+        return ""
+    prefix = "containment_" if "containment_partitions_per_doubling" in stored else ""
+    return (
+        f" (the banding is chosen from the thresholds unless set: {prefix}bands={stored.get('bands')} and "
+        f"{prefix}rows_per_band={stored.get('rows_per_band')} keep it under new thresholds)"
+    )
 
 
 def settings_changes(before: Mapping[str, object], after: Mapping[str, object]) -> str | None:

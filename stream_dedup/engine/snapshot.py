@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
-from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, LEADING_SIGNATURE_PARAMETERS, DetectionConfig
+from stream_dedup.config import DetectionConfig, banding_kept, signature_difference
 from stream_dedup.engine.detection import DetectorStats, DuplicateDetector
 from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.sharding import ShardDetector
@@ -482,30 +482,15 @@ def _verified_parts(source: Path, blob: bytes) -> tuple[dict[str, Any], memoryvi
 
 
 def _check_parameters(source: Path, stored: dict[str, Any], running: dict[str, Any]) -> None:
-    # The method and containment first: when they differ every other parameter does too, and they say why.
-    names = dict.fromkeys([*LEADING_SIGNATURE_PARAMETERS, *running, *stored])  # in order, each once
-    for name in names:
-        made_with = stored.get(name, IMPLIED_SIGNATURE_PARAMETERS.get(name))
-        runs_with = running.get(name, IMPLIED_SIGNATURE_PARAMETERS.get(name))
-        if made_with != runs_with:
-            raise IncompatibleSnapshotError(
-                f"{source} was made with {name}={made_with!r} but this run uses "
-                f"{name}={runs_with!r}; its signatures are not comparable. Run with the snapshot's "
-                f"settings{_banding_kept(name, stored)}, or start from an empty index: move the snapshot away "
-                "(the Kafka stage's changelog holds the same signatures: there, run with a new group_id instead)."
-            )
-
-
-def _banding_kept(name: str, stored: dict[str, Any]) -> str:
-    """For a banding that differs, the settings that keep the snapshot's: a banding chosen from a threshold
-    differs after most changes of it, and the operator changed the threshold, not ``bands``."""
-    if name not in ("bands", "rows_per_band"):
-        return ""
-    prefix = "containment_" if "containment_partitions_per_doubling" in stored else ""
-    return (
-        f" (the banding is chosen from the thresholds unless set: {prefix}bands={stored.get('bands')} and "
-        f"{prefix}rows_per_band={stored.get('rows_per_band')} keep it under new thresholds)"
-    )
+    difference = signature_difference(stored, running)
+    if difference is not None:
+        name, made_with, runs_with = difference
+        raise IncompatibleSnapshotError(
+            f"{source} was made with {name}={made_with!r} but this run uses "
+            f"{name}={runs_with!r}; its signatures are not comparable. Run with the snapshot's "
+            f"settings{banding_kept(name, stored)}, or start from an empty index: move the snapshot away "
+            "(the Kafka stage's changelog holds the same signatures: there, run with a new group_id instead)."
+        )
 
 
 def _finite_or_none(value: float) -> float | None:

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from stream_dedup.config import banding_kept, signature_difference, signature_parameters_in
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.packed_arrays import (
     array,
@@ -109,13 +110,20 @@ def encode_entry(
     ]
 
 
-def decode_entry(value: bytes, digest: str, topic_setting: str = "changelog_topic") -> ChangelogEntry:
+def decode_entry(
+    value: bytes,
+    digest: str,
+    topic_setting: str = "changelog_topic",
+    verdict_settings: Mapping[str, object] | None = None,
+) -> ChangelogEntry:
     """Parse a record value; raises :class:`ChangelogError` if it is not replayable here.
 
     ``topic_setting`` names the setting of the topic read, for the messages
     (a shard reads the same records from ``sequenced_topic``). A record that
     is damaged, or whose arrays do not all hold one row per document, is
     refused too: replayed, it would index documents under others' sketches.
+    ``verdict_settings``: the reader's, so that a refusal of other signature
+    parameters names the one that differs when the record says its writer's.
     """
     kind = topic_setting.removesuffix("_topic")
     new_topic = f"point {topic_setting} at a new topic (the index then starts empty)"
@@ -127,11 +135,9 @@ def decode_entry(value: bytes, digest: str, topic_setting: str = "changelog_topi
         )
         if field(header, "digest", str) != digest:
             raise ChangelogError(
-                f"the {kind} topic was written with other signature parameters (method, shingling, num_perm, seed, "
-                "banding, verification, SimHash weighting, containment, ignore_invisible or fold_lookalikes) than "
-                "this run's; its signatures are not comparable. "
-                "Run with the original settings (a changelog written before ignore_invisible existed needs it off), "
-                f"or {new_topic}."
+                f"the {kind} topic was written with {_other_parameters(_settings(header), verdict_settings)}; "
+                f"its signatures are not comparable. "
+                f"Run with the original settings{_kept(header, verdict_settings)}, or {new_topic}."
             )
         ids = texts_of(arrays, "id")
         event_times, sources = array(arrays, "event_times", "<f8", 1), array(arrays, "sources", "<u8", 1)
@@ -144,6 +150,35 @@ def decode_entry(value: bytes, digest: str, topic_setting: str = "changelog_topi
             final=field(header, "final", bool),
             settings=_settings(header),
         )
+
+
+def _other_parameters(written: Mapping[str, object] | None, running: Mapping[str, object] | None) -> str:
+    """The signature parameter that differs, with both values, when both sides' settings are known."""
+    difference = _difference(written, running)
+    if difference is None:
+        return (
+            "other signature parameters (method, shingling, num_perm, seed, banding, verification, SimHash "
+            "weighting, containment, ignore_invisible or fold_lookalikes) than this run's"
+        )
+    name, made_with, runs_with = difference
+    return f"{name}={made_with!r} but this run uses {name}={runs_with!r}"
+
+
+def _kept(header: dict[str, Any], running: Mapping[str, object] | None) -> str:
+    """How to keep the written banding, when the banding is what differs (:func:`banding_kept`)."""
+    written = _settings(header)
+    difference = _difference(written, running)
+    if written is None or difference is None:
+        return " (a changelog written before ignore_invisible existed needs it off)"
+    return banding_kept(difference[0], signature_parameters_in(written))
+
+
+def _difference(
+    written: Mapping[str, object] | None, running: Mapping[str, object] | None
+) -> tuple[str, object, object] | None:
+    if written is None or running is None:
+        return None
+    return signature_difference(signature_parameters_in(written), signature_parameters_in(running))
 
 
 def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:

@@ -121,7 +121,7 @@ class ChangelogReplay:
         applied = 0
         for record in fetched.get(self.partition, []):
             with record_at(self.partition.topic, self.partition.partition, record.offset):
-                entry = decode_entry(record.value, self.digest)
+                entry = decode_entry(record.value, self.digest, verdict_settings=self.verdict_settings)
             if entry.input_topic != self.input_topic:
                 raise ChangelogError(
                     f"changelog {self.partition.topic} belongs to input topic {entry.input_topic!r}, "

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from stream_dedup.config import DetectionConfig
+from stream_dedup.config import SIGNATURE_PARAMETER_NAMES, DetectionConfig, signature_parameters_in
 from stream_dedup.engine import make_detector
 from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, encode_entry, merge_parts
@@ -102,6 +102,39 @@ def test_records_made_with_other_signature_parameters_are_refused_saying_how_to_
     assert "changelog_topic at a new topic" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("written_with", "read_with", "named"),
+    [
+        ({}, {"shingle_size": 7}, "shingle_size=5 but this run uses shingle_size=7"),
+        ({}, {"method": "simhash"}, "method='minhash' but this run uses method='simhash'"),
+        ({}, {"ignore_invisible": False}, "ignore_invisible=True but this run uses ignore_invisible=False"),
+        ({}, {"fold_lookalikes": True}, "fold_lookalikes=False but this run uses fold_lookalikes=True"),
+        ({}, {"containment_threshold": 0.8}, "containment_partitions_per_doubling=None but this run uses"),
+        ({"seed": 3}, {"seed": 4}, "seed=3 but this run uses seed=4"),
+    ],
+)
+def test_a_refusal_of_other_signature_parameters_names_the_one_that_differs(
+    written_with: dict[str, object], read_with: dict[str, object], named: str
+) -> None:
+    # A worker's records carry the settings they were judged under: the reader need not list every candidate.
+    writer = DetectionConfig(**written_with)
+    (value,) = encode_entry(entry_of(["some text here"], writer), writer.signature_fingerprint())
+    reader = DetectionConfig(**{**written_with, **read_with})
+    with pytest.raises(ChangelogError, match="not comparable") as refused:
+        decode_entry(value, reader.signature_fingerprint(), verdict_settings=reader.verdict_settings())
+    assert named in str(refused.value)
+    assert "other signature parameters" not in str(refused.value)
+
+
+def test_a_banding_changed_with_the_threshold_is_named_with_the_settings_that_keep_it() -> None:
+    (value,) = encode_entry(entry_of(["some text here"]), DIGEST)
+    banding = DetectionConfig().banding()
+    reader = DetectionConfig(threshold=0.6)
+    with pytest.raises(ChangelogError, match="bands=") as refused:
+        decode_entry(value, reader.signature_fingerprint(), verdict_settings=reader.verdict_settings())
+    assert f"bands={banding.bands} and rows_per_band={banding.rows_per_band} keep it" in str(refused.value)
+
+
 def test_the_threshold_does_not_change_the_digest() -> None:
     # Replaying under another threshold (same banding) is sound: the index holds signatures, not verdicts.
     banding = DetectionConfig().banding()
@@ -126,3 +159,32 @@ def test_a_record_made_with_containment_is_refused_without_it() -> None:
     (value,) = encode_entry(entry_of(make_corpus(5, seed=3), config), config.signature_fingerprint())
     with pytest.raises(ChangelogError, match="other signature parameters"):
         decode_entry(value, DIGEST)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    method=st.sampled_from(["minhash", "simhash", "combined"]),
+    containment=st.sampled_from([None, 0.7]),
+    verification=st.sampled_from(["estimate", "exact"]),
+    flags=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+    shingle_unit=st.sampled_from(["char", "word"]),
+)
+def test_verdict_settings_hold_every_signature_parameter_under_its_name(
+    method: str, containment: float | None, verification: str, flags: tuple[bool, bool, bool], shingle_unit: str
+) -> None:
+    # What names the differing parameter in a refusal: a parameter left out of the names would go unnamed.
+    ignore_invisible, fold_lookalikes, strip_punctuation = flags
+    assume(method != "simhash" or verification == "estimate")
+    config = DetectionConfig(
+        method=method,  # type: ignore[arg-type]
+        containment_threshold=containment if method == "minhash" else None,
+        verification=verification,  # type: ignore[arg-type]
+        ignore_invisible=ignore_invisible,
+        fold_lookalikes=fold_lookalikes,
+        strip_punctuation=strip_punctuation,
+        shingle_unit=shingle_unit,  # type: ignore[arg-type]
+        shingle_size=5 if shingle_unit == "char" else 3,
+    )
+    assert set(config.signature_parameters()) <= set(SIGNATURE_PARAMETER_NAMES)
+    named = signature_parameters_in(config.verdict_settings())
+    assert config.signature_parameters().items() <= named.items()

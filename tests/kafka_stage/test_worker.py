@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.errors import ChangelogError
+from stream_dedup.worker.loop import Worker
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
@@ -170,3 +173,27 @@ def test_snapshots_follow_the_document_count_not_only_the_clock(stage: Stage) ->
         taken_while_running = sorted(snapshots.glob("snapshot-*.sds"))
     # The clock (300 s) never fired: every snapshot while running came from the count.
     assert len(taken_while_running) >= 2
+
+
+def test_a_signature_parameter_changed_with_no_snapshot_stops_start_up_naming_it(stage: Stage, tmp_path: Path) -> None:
+    # A new pod with an empty disk meets the changelog's refusal first, not the snapshot's: it too names the setting.
+    corpus = make_clustered_corpus(200, seed=14)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    with worker_thread(stage.settings(batch_size=50)):
+        read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+    changed = stage.settings(batch_size=50, shingle_size=4, snapshot_dir=tmp_path / "empty-disk")
+    failure: list[BaseException] = []
+    thread = threading.Thread(target=lambda: _run_catching(Worker(changed), failure), daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "the worker went on with a changelog of other signatures"
+    assert isinstance(failure[0], ChangelogError)
+    assert "shingle_size=5 but this run uses shingle_size=4" in str(failure[0])
+    assert "new group_id" in str(failure[0])
+
+
+def _run_catching(worker: Worker, failure: list[BaseException]) -> None:
+    try:
+        worker.run()
+    except BaseException as error:
+        failure.append(error)
