@@ -58,7 +58,7 @@ class LostHistoryError(ChangelogError):
 
 
 class RecreatedInputError(StreamDedupError):
-    """The input topic was deleted and created again under its name while the stage ran.
+    """The input topic was deleted and created again under its name, while the stage ran or before it started.
 
     The offsets the stage judged up to, and the partition and offset where its
     index reads each document again, are the deleted topic's: reading on would

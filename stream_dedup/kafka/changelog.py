@@ -32,7 +32,7 @@ same records make the sequenced topic of a sharded stage
 """
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -77,6 +77,8 @@ class ChangelogEntry:
         final: whether this is the batch's last part.
         settings: the detection settings the batch was judged under (``DetectionConfig.verdict_settings``),
             if its writer said (a worker does; a signer, which judges nothing, and older releases do not).
+        input_topic_id: Kafka's id of the input topic whose offsets ``positions`` are, if its writer knew
+            (see ``kafka.input_identity``): a topic created again under the name has another id.
     """
 
     documents: IndexedBatch
@@ -84,6 +86,7 @@ class ChangelogEntry:
     positions: dict[int, int]
     final: bool = True
     settings: Mapping[str, object] | None = None
+    input_topic_id: str | None = None
 
 
 def encode_entry(
@@ -149,6 +152,7 @@ def decode_entry(
             positions=_positions(header),
             final=field(header, "final", bool),
             settings=_settings(header),
+            input_topic_id=_input_topic_id(header),
         )
 
 
@@ -192,13 +196,7 @@ def merge_parts(parts: list[ChangelogEntry]) -> ChangelogEntry:
         np.concatenate([b.event_times for b in batches]),
         np.concatenate([b.sources for b in batches]),
     )
-    return ChangelogEntry(
-        documents=documents,
-        input_topic=parts[-1].input_topic,
-        positions=parts[-1].positions,
-        final=parts[-1].final,
-        settings=parts[-1].settings,
-    )
+    return replace(parts[-1], documents=documents)
 
 
 def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
@@ -216,6 +214,8 @@ def _encode_part(entry: ChangelogEntry, digest: str) -> bytes:
         "final": entry.final,
         "settings": entry.settings,
     }
+    if entry.input_topic_id is not None:  # read by releases that know it, passed over by older ones
+        header["input_topic_id"] = entry.input_topic_id
     return pack_record(MAGIC, FORMAT_VERSION, header, arrays)
 
 
@@ -239,13 +239,7 @@ def _slice(entry: ChangelogEntry, start: int, stop: int, final: bool) -> Changel
         documents.event_times[start:stop],
         documents.sources[start:stop],
     )
-    return ChangelogEntry(
-        documents=part,
-        input_topic=entry.input_topic,
-        positions=entry.positions,
-        final=final,
-        settings=entry.settings,
-    )
+    return replace(entry, documents=part, final=final)
 
 
 def _positions(header: dict[str, Any]) -> dict[int, int]:
@@ -262,3 +256,11 @@ def _settings(header: dict[str, Any]) -> dict[str, object] | None:
     if settings is not None and not isinstance(settings, dict):
         raise ValueError("header field 'settings' is not a JSON object")
     return settings
+
+
+def _input_topic_id(header: dict[str, Any]) -> str | None:
+    """The header's input topic id, if it has one (ValueError when it holds anything else)."""
+    found = header.get("input_topic_id")
+    if found is not None and not isinstance(found, str):
+        raise ValueError("header field 'input_topic_id' is not a string")
+    return found

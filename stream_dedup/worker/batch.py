@@ -102,11 +102,13 @@ def judge_batch(
     digest: str,
     started: float,
     texts: RecordTexts | None = None,
+    input_topic_id: str | None = None,
 ) -> JudgedBatch:
     """Judge the documents of ``batch`` (the detector indexes them) and build every record its transaction holds.
 
     ``positions`` are the input positions before this batch: those of the
-    batches judged before it, committed or not.
+    batches judged before it, committed or not. ``input_topic_id``: Kafka's
+    id of the topic they are offsets of, noted in the changelog record.
     """
     records = batch.records
     documents, indexed, letters = batch.split()
@@ -164,7 +166,8 @@ def judge_batch(
         # Every batch writes a changelog record, even one of only dead letters:
         # it carries the input positions a restore resumes from.
         changelog_values=encode_entry(
-            ChangelogEntry(indexed, input_topic, after, settings=detector.config.verdict_settings()), digest
+            ChangelogEntry(indexed, input_topic, after, True, detector.config.verdict_settings(), input_topic_id),
+            digest,
         ),
         after=after,
         input_topic=input_topic,

@@ -62,11 +62,13 @@ the changelog deleted (while the stage     ``refuse_lost_history`` at the      E
 runs, or since), the group having          start of every session: exit 1,     not exist", then "stream-dedup:
 committed offsets                          at every restart too (judging on    changelog_topic 'T' does not exist,
                                            would miss every earlier document)  but group 'G' has committed offsets"
-the input topic deleted and created again  ``InputIdentity.check`` (kafka.     "stream-dedup: input_topic 'T' was
-under its name while the process runs      input_identity) at every join and   deleted and created again while the
-                                           takeover: exit 1 (reading the new   stage ran (Kafka topic id A, now B)"
-                                           topic from the old offsets would
-                                           skip its first records)
+the input topic deleted and created again  ``InputIdentity`` (kafka.          "stream-dedup: input_topic 'T' was
+under its name (while the process runs,    input_identity), against the id     deleted and created again under its
+or before it started)                      the changelog and snapshots note,   name (Kafka topic id A when the
+                                           at every join and takeover: exit 1  stage judged it, now B)"
+                                           (reading the new topic from the
+                                           old offsets would skip its first
+                                           records)
 a commit that never returns (past the      ``commit_transaction``: a Kafka     ERROR "the transaction's commit has
 transaction timeout + 30 s)                error, new session                  not completed after N s"
 a batch failing for a reason other than    ``_Session.process_batch`` (or      ERROR "judging a batch failed" (or
@@ -315,6 +317,7 @@ class Worker:
             # Restore before joining the group: a member that holds the
             # partitions must be able to process them at once.
             detector, schedule = restore(s, self.store, replay, self.events, self.detector_factory)
+            self.input_identity.remember(replay.input_topic_id)  # checked against the brokers' at the join
             producer = transactional_producer(s.connection(), s.transactional_id, s.transaction_timeout_seconds)
             opened.callback(self._close_producer, producer)
             # Fences any earlier producer with this transactional id and aborts its
@@ -528,6 +531,8 @@ class _Session:
                 log.warning("the changelog lags the committed offsets %s; resuming from the offsets", behind)
                 break
             time.sleep(0.2)
+        # Batches of another replica since this one restored say which topic their offsets are of, too.
+        self.worker.input_identity.remember(replay.input_topic_id)
         self.note_offsets_reset_back(committed)
         for tp in assigned:
             known = [o for o in (replay.positions.get(tp.partition), committed.get(tp.partition)) if o is not None]
@@ -600,6 +605,7 @@ class _Session:
                 self.signature_fingerprint,
                 started,
                 self.texts,
+                self.worker.input_identity.seen,
             )
         except KafkaError:
             self.finish_commit()  # the session ends: the batch before it is collected first
@@ -640,7 +646,7 @@ class _Session:
         self.failures.succeeded(judged.records)
         self.positions.update(judged.after)
         # Our own changelog records are in the detector already: the replay must not apply them again.
-        self.replay.skip_to(committed.changelog_offset, self.positions)
+        self.replay.skip_to(committed.changelog_offset, self.positions, self.worker.input_identity.seen)
         self.events.batch_committed(committed.report)
 
     def isolate(self, records: list[Any], error: Exception) -> None:
@@ -712,6 +718,7 @@ class _Session:
             dict(self.replay.positions),
             settings=self.settings.detection.verdict_settings(),
             topic_id=self.replay.topic_id(),
+            input_topic_id=self.replay.input_topic_id,
         )
 
     def snapshot_failed(self, error: BaseException) -> None:

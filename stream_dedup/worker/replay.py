@@ -53,6 +53,8 @@ class ChangelogReplay:
         self.digest = digest
         self.applied_offset = start_offset
         self.positions = dict(positions)
+        #: Kafka's id of the input topic whose offsets ``positions`` are, once a batch or snapshot said.
+        self.input_topic_id: str | None = None
         self.events = events
         self._pending: list[ChangelogEntry] = []
         self.verdict_settings = verdict_settings
@@ -108,10 +110,11 @@ class ChangelogReplay:
         """Apply whatever is already fetched or arrives at once (a standby's tailing)."""
         return self._apply(detector, self._consumer.poll(timeout_ms=0, max_records=_RECORDS_PER_POLL), None)
 
-    def skip_to(self, offset: int, positions: dict[int, int]) -> None:
+    def skip_to(self, offset: int, positions: dict[int, int], input_topic_id: str | None = None) -> None:
         """The caller applied the changelog up to ``offset`` itself (its own batches): do not replay them."""
         self.applied_offset = offset
         self.positions = dict(positions)
+        self.input_topic_id = input_topic_id or self.input_topic_id
         self._consumer.seek(self.partition, offset)
 
     def close(self) -> None:
@@ -138,6 +141,7 @@ class ChangelogReplay:
             applied += len(batch.documents.ids)
             self.applied_offset = record.offset + 1
             self.positions.update(batch.positions)
+            self.input_topic_id = batch.input_topic_id or self.input_topic_id
         if applied:
             remaining = 0 if end is None else max(0, end - self._consumer.position(self.partition))
             self.events.replay_progress(applied, remaining)

@@ -49,7 +49,7 @@ def restore(
     else:
         detector, coverage = loaded
         warn_of_changed_settings(coverage, s.detection)
-        replay.skip_to(coverage.changelog_offset, coverage.positions)
+        replay.skip_to(coverage.changelog_offset, coverage.positions, coverage.input_topic_id)
         schedule.covers(coverage.changelog_offset, detector)
         events.snapshot_current(coverage.written_at)
     replayed = replay.catch_up(detector)

@@ -42,6 +42,8 @@ class SnapshotCoverage:
     #: Kafka's id of the changelog topic, if the brokers said: a topic deleted and created again under
     #: its name is another log, whose offsets the snapshot does not cover.
     topic_id: str | None = None
+    #: Kafka's id of the input topic whose offsets ``positions`` are, if known (see ``kafka.input_identity``).
+    input_topic_id: str | None = None
 
     def to_metadata(self) -> dict[str, Any]:
         return {
@@ -50,6 +52,7 @@ class SnapshotCoverage:
             "positions": {str(p): o for p, o in self.positions.items()},
             "settings": self.settings,
             "topic_id": self.topic_id,
+            "input_topic_id": self.input_topic_id,
         }
 
     @classmethod
@@ -60,6 +63,7 @@ class SnapshotCoverage:
             {int(p): int(o) for p, o in metadata["positions"].items()},
             settings=metadata.get("settings"),
             topic_id=metadata.get("topic_id"),
+            input_topic_id=metadata.get("input_topic_id"),
         )
 
     def settings_changed(self, running: dict[str, Any]) -> str | None:

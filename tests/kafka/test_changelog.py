@@ -1,5 +1,7 @@
 """Changelog records: lossless round trips, splitting big batches, refusing foreign records."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
@@ -23,11 +25,12 @@ def entry_of(texts: list[str], config: DetectionConfig | None = None) -> Changel
         np.arange(len(texts), dtype=np.uint64) * np.uint64(7919) + np.uint64(2**60),
     )
     settings = (config or DetectionConfig()).verdict_settings()
-    return ChangelogEntry(documents, input_topic="documents", positions={0: 17, 2: 5}, settings=settings)
+    topic_id = "Xq3vK0bTQ9-5m1ZyJp2d7w"
+    return ChangelogEntry(documents, "documents", {0: 17, 2: 5}, settings=settings, input_topic_id=topic_id)
 
 
 def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
-    assert left.settings == right.settings
+    assert (left.settings, left.input_topic_id) == (right.settings, right.input_topic_id)
     ours, theirs = left.documents, right.documents
     assert ours.ids == theirs.ids
     assert np.array_equal(ours.signed.sketches, theirs.signed.sketches)
@@ -83,6 +86,12 @@ def test_a_batch_of_only_dead_letters_still_records_its_positions() -> None:
     decoded = decode_entry(value, DIGEST)
     assert (decoded.documents.ids, decoded.positions) == ([], {1: 99})
     assert decoded.settings is None  # a writer that does not say (a signer, an older release)
+
+
+def test_a_record_that_names_no_input_topic_id_reads_as_not_knowing_it() -> None:
+    # Records of earlier releases, and of writers that never learned the id (brokers before Kafka 2.8).
+    (value,) = encode_entry(replace(entry_of(["some text here"]), input_topic_id=None), DIGEST)
+    assert decode_entry(value, DIGEST).input_topic_id is None
 
 
 def test_a_record_of_an_older_format_is_refused_naming_the_formats() -> None:

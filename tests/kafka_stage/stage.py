@@ -109,6 +109,24 @@ def worker_thread(
         raise failure[0]
 
 
+def failure_of(settings: WorkerSettings, timeout: float = 60) -> BaseException:
+    """What a worker that must stop on its own raises, run in a thread; an assertion error if it runs on."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            Worker(settings).run()
+        except BaseException as error:
+            failure.append(error)
+
+    thread = threading.Thread(target=run, name=f"failing-{settings.instance_id}", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    assert not thread.is_alive(), f"the worker ran on for {timeout:.0f} s"
+    assert failure, "the worker stopped without an error"
+    return failure[0]
+
+
 @contextlib.contextmanager
 def role_threads(*settings: WorkerSettings, events: WorkerEvents | None = None) -> Iterator[list[RoleRunner]]:
     """Roles of a sharded stage, each running in a thread of the test process (all telling ``events``), stopped

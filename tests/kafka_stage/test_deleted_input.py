@@ -18,7 +18,16 @@ from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.worker.events import WorkerEvents
 
 from .clear_corpus import brute_force_verdicts, clear_corpus
-from .stage import Stage, WorkerProcess, produce, read_committed, role_threads, wait_until, worker_thread
+from .stage import (
+    Stage,
+    WorkerProcess,
+    failure_of,
+    produce,
+    read_committed,
+    role_threads,
+    wait_until,
+    worker_thread,
+)
 from .test_deleted_topics import delete_topic
 from .test_roles import sequenced_batches
 
@@ -164,7 +173,7 @@ def test_an_input_topic_created_again_under_its_name_is_told_by_its_id(stage: St
         identity.check(consumer)  # the same topic
         recreate_topic(stage.bootstrap, stage.input_topic, 3)
         consumer.topics()  # the metadata a rebalance brings
-        with pytest.raises(RecreatedInputError, match="was deleted and created again while the stage ran"):
+        with pytest.raises(RecreatedInputError, match="was deleted and created again under its name"):
             identity.check(consumer)
     finally:
         consumer.close()
@@ -185,4 +194,25 @@ def test_an_input_topic_created_again_under_the_stage_stops_it_rather_than_skip_
     produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60, 150), now))
     assert worker.wait(90) == 1
     assert f"input_topic {stage.input_topic!r} was deleted and created again" in worker.log_path.read_text()
+    assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=2, timeout=10)) == 60
+
+
+@pytest.mark.parametrize("snapshots", ["kept", "lost"])
+def test_a_stage_started_after_its_input_was_created_again_stops_rather_than_skip_its_first_records(
+    stage: Stage, tmp_path: Path, snapshots: str
+) -> None:
+    # Before: only a running process knew the old id. One started later read the new topic from the old
+    # positions (offset 20 of each partition): 60 of the 150 new documents never got a verdict.
+    corpus = clear_corpus(210, 0)
+    now = int(time.time() * 1000)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60), now))
+    with worker_thread(stage.settings(batch_size=20)):
+        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    recreate_topic(stage.bootstrap, stage.input_topic, 3)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60, 210), now))
+    # Kept: the final snapshot covers every batch, so the id comes from it; lost: from the changelog.
+    lost: dict[str, object] = {"snapshot_dir": tmp_path / "empty-disk"} if snapshots == "lost" else {}
+    failure = failure_of(stage.settings(batch_size=20, **lost))
+    assert isinstance(failure, RecreatedInputError)
+    assert f"input_topic {stage.input_topic!r} was deleted and created again" in str(failure)
     assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=2, timeout=10)) == 60

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +10,6 @@ import pytest
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import ChangelogError
-from stream_dedup.worker.loop import Worker
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
@@ -19,6 +17,7 @@ from .stage import (
     Stage,
     document_messages,
     expected_verdicts,
+    failure_of,
     produce,
     read_committed,
     verdicts_by_source,
@@ -182,18 +181,7 @@ def test_a_signature_parameter_changed_with_no_snapshot_stops_start_up_naming_it
     with worker_thread(stage.settings(batch_size=50)):
         read_committed(stage.bootstrap, stage.output_topic, len(corpus))
     changed = stage.settings(batch_size=50, shingle_size=4, snapshot_dir=tmp_path / "empty-disk")
-    failure: list[BaseException] = []
-    thread = threading.Thread(target=lambda: _run_catching(Worker(changed), failure), daemon=True)
-    thread.start()
-    thread.join(60)
-    assert not thread.is_alive(), "the worker went on with a changelog of other signatures"
-    assert isinstance(failure[0], ChangelogError)
-    assert "shingle_size=5 but this run uses shingle_size=4" in str(failure[0])
-    assert "new group_id" in str(failure[0])
-
-
-def _run_catching(worker: Worker, failure: list[BaseException]) -> None:
-    try:
-        worker.run()
-    except BaseException as error:
-        failure.append(error)
+    failure = failure_of(changed)
+    assert isinstance(failure, ChangelogError)
+    assert "shingle_size=5 but this run uses shingle_size=4" in str(failure)
+    assert "new group_id" in str(failure)

@@ -1,5 +1,6 @@
 """The snapshot store: when a snapshot is due, and which one a restore loads."""
 
+import json
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -275,3 +276,13 @@ def test_a_snapshot_dir_that_is_a_file_is_refused_naming_the_setting(tmp_path: P
     taken.write_text("not a directory")
     with pytest.raises(ConfigError, match=f"'snapshot_dir': cannot make the snapshot directory {taken}: File exists"):
         SnapshotStore(taken, kept=2)
+
+
+def test_a_coverage_keeps_every_field_through_the_snapshot_metadata() -> None:
+    # (written_at is the file's, not the metadata's.)
+    coverage = SnapshotCoverage(
+        TOPIC, 20, {0: 200, 2: 7}, settings={"threshold": 0.8}, topic_id="changelog-id", input_topic_id="input-id"
+    )
+    assert SnapshotCoverage.of_metadata(json.loads(json.dumps(coverage.to_metadata()))) == coverage
+    older = {key: value for key, value in coverage.to_metadata().items() if key != "input_topic_id"}
+    assert SnapshotCoverage.of_metadata(older).input_topic_id is None  # made before the field existed
