@@ -10,10 +10,11 @@ import numpy as np
 from stream_dedup.cli.containment_plan import containment_plan_lines
 from stream_dedup.cli.flag_types import non_empty_text, whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
-from stream_dedup.cli.records import Record, input_lines, read_records
+from stream_dedup.cli.records import Reject, input_lines, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
 from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
 from stream_dedup.engine.evaluation import RealisedCurve, measure, realised_curve
+from stream_dedup.errors import InputError
 from stream_dedup.lsh.hamming_curve import expected_distance, within_distance_probability
 
 _CURVE_POINTS = np.round(np.arange(0.1, 1.0001, 0.05), 2)
@@ -95,9 +96,7 @@ def _print_hamming_layout(config: DetectionConfig) -> None:
 
 def _sample_accuracy(path: str, limit: int, config: DetectionConfig) -> list[str]:
     """Print the method's precision and recall on the sample against exact Jaccard; return its texts."""
-    lines = input_lines(path)
-    records = [r for r in read_records(lines, folding=config.shingling().folding) if isinstance(r, Record)]
-    texts = [r.text for r in records[:limit]]
+    texts = _sample_texts(path, limit, config)
     result = measure(texts, config)
     t = config.threshold
     print(f"\nsample {path}: {result.documents} documents")
@@ -105,6 +104,32 @@ def _sample_accuracy(path: str, limit: int, config: DetectionConfig) -> list[str
     print(f"  pairs flagged by method {config.method}: {result.flagged_pairs}")
     print(f"  precision {result.precision:.4f}, recall {result.recall:.4f}")
     return texts
+
+
+def _sample_texts(path: str, limit: int, config: DetectionConfig) -> list[str]:
+    """The normalised texts of the sample's first ``limit`` usable records.
+
+    A sample with none (an empty file, every line rejected: another format,
+    other field names) is refused naming the file and the first line's
+    reason: measuring no documents failed deep in numpy with a traceback.
+    """
+    texts: list[str] = []
+    rejects, first_reject = 0, None
+    for record in read_records(input_lines(path), folding=config.shingling().folding):
+        if isinstance(record, Reject):
+            rejects, first_reject = rejects + 1, first_reject or record
+            continue
+        texts.append(record.text)
+        if len(texts) == limit:
+            break
+    if texts:
+        return texts
+    if first_reject is None:
+        raise InputError(f"sample {path} holds no record to measure: it is empty")
+    raise InputError(
+        f"sample {path} holds no usable record: all {rejects} lines were rejected "
+        f"(line {first_reject.line}: {first_reject.reason})"
+    )
 
 
 def _print_banding(config: DetectionConfig) -> None:

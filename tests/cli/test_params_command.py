@@ -170,6 +170,26 @@ def test_sample_limit_caps_the_documents_measured(capsys: pytest.CaptureFixture[
     assert f"sample {tmp_path / 'sample.jsonl'}: 30 documents" in out
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ("", "holds no record to measure: it is empty"),
+        ('{"id": "a", "body": "text under another field"}\nnot JSON\n', "all 2 lines were rejected (line 1: field"),
+    ],
+)
+def test_a_sample_without_usable_records_is_refused_naming_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, content: str, reason: str
+) -> None:
+    sample = tmp_path / "sample.jsonl"
+    sample.write_text(content, encoding="utf-8")
+
+    code, _, err = params(capsys, "--sample", str(sample))
+
+    assert code == 1
+    assert err.startswith(f"stream-dedup: sample {sample} ")
+    assert reason in err
+
+
 def test_simhash_shows_the_hamming_tables_and_the_probes_per_query(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["params", "--method", "simhash", "--max-hamming", "3", "--max-documents", "4000000"]) == 0
     out = capsys.readouterr().out
