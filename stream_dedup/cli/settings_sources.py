@@ -23,6 +23,9 @@ from stream_dedup.worker.settings import WorkerSettings
 ENV_PREFIX = "STREAM_DEDUP_"
 #: The variable naming the config file (like the ``--config`` flag).
 CONFIG_VARIABLE = "STREAM_DEDUP_CONFIG"
+#: What a setting's value may be in the file: an array, a table or a date is none of them (int() and float()
+#: raised TypeError on those, a traceback, and str() turned ``snapshot_dir = ["a"]`` into a directory ``['a']``).
+_SCALARS = (str, int, float, bool)
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
@@ -78,6 +81,8 @@ def _read_file(path: Path) -> dict[str, Any]:
 
 def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:
     """``raw`` (a string from the environment, or a TOML or flag value) as a value of type ``kind``."""
+    if not isinstance(raw, _SCALARS):
+        raise ConfigError(name, f"must be one {_type_name(kind)}, not the TOML {_toml_kind(raw)} (from {origin})")
     optional = isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union
     options = typing.get_args(kind) if optional else ()
     if options:
@@ -101,6 +106,20 @@ def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:
     except ValueError:
         pass
     raise ConfigError(name, f"expected {getattr(kind, '__name__', kind)}, got {raw!r} (from {origin})")
+
+
+def _type_name(kind: Any) -> str:
+    """How a message names a setting's type: ``int``, ``float``, ``bool``, or ``str`` for text and choices."""
+    if typing.get_origin(kind) is not typing.Literal:
+        kind = next((option for option in typing.get_args(kind) if option is not type(None)), kind)
+    return "str" if typing.get_origin(kind) is typing.Literal else str(getattr(kind, "__name__", kind))
+
+
+def _toml_kind(raw: Any) -> str:
+    """A value that is no single setting value as TOML calls it and wrote it: an array, a table, a date or time."""
+    if isinstance(raw, list):
+        return f"array {raw!r}"
+    return f"table {raw!r}" if isinstance(raw, dict) else f"date or time {raw}"
 
 
 def _boolean(raw: Any) -> bool:

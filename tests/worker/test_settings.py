@@ -194,6 +194,25 @@ def test_a_fraction_in_the_file_for_a_whole_number_is_refused_not_cut(tmp_path: 
         resolve_settings({}, {}, str(config))
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("batch_size = [500]", "'batch_size': must be one int, not the TOML array [500]"),
+        ("threshold = { value = 0.9 }", "'threshold': must be one float, not the TOML table {'value': 0.9}"),
+        ("max_age_seconds = 2024-01-01", "'max_age_seconds': must be one float, not the TOML date or time 2024-01-01"),
+        ('snapshot_dir = ["/data"]', "'snapshot_dir': must be one str, not the TOML array ['/data']"),
+        ('method = ["simhash"]', "'method': must be one str, not the TOML array ['simhash']"),
+    ],
+)
+def test_an_array_table_or_date_in_the_file_is_refused_naming_the_setting(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_text(line + "\n")
+    with pytest.raises(ConfigError, match=re.escape(f"{message} (from {config})")):
+        resolve_settings({}, {}, str(config))
+
+
 def test_a_whole_float_in_the_file_is_taken_for_its_number(tmp_path: Path) -> None:
     config = tmp_path / "stage.toml"
     config.write_text("batch_size = 2.0\n")
