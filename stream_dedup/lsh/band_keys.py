@@ -72,5 +72,15 @@ def content_slots(keys: KeyArray, slots: int) -> npt.NDArray[np.intp]:
     return ((keys[:, -1] >> np.uint32(16)) % np.uint32(slots)).astype(np.intp)
 
 
+def stored_slots(highs: npt.NDArray[np.uint16], slots: int) -> npt.NDArray[np.uint32]:
+    """The slots of stored documents from the high halves of their content keys (see :func:`content_slots`).
+
+    Taken modulo a 32-bit ``slots``: the highs are 16 bits, and numpy refuses
+    the largest setting, 65,536 slots, as a 16-bit operand (``OverflowError``
+    in every probe, so every batch of a stage so configured failed).
+    """
+    return highs % np.uint32(slots)
+
+
 def _odd_32_bits(mixed: Uint64Array) -> KeyArray:
     return ((mixed >> U64(32)) | U64(1)).astype(np.uint32)

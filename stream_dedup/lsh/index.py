@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh.arena import Arena
-from stream_dedup.lsh.band_keys import KeyArray, content_slots
+from stream_dedup.lsh.band_keys import KeyArray, content_slots, stored_slots
 from stream_dedup.lsh.band_table import IntArray
 from stream_dedup.lsh.generation import Generation, IndexedBatch
 from stream_dedup.lsh.params import BandParameters
@@ -156,8 +156,8 @@ class BandIndex:
                 all_slots = np.bincount(query, minlength=n * bands)
                 newest_counts = all_slots
                 if self.slots > 1:  # the cap counts only the documents of the row's own slot
-                    stored_slots = generation.key_highs.values[local, -1] % self.slots
-                    counted = query[stored_slots == content_slots(keys, self.slots)[row]]
+                    stored = stored_slots(generation.key_highs.values[local, -1], self.slots)
+                    counted = query[stored == content_slots(keys, self.slots)[row]]
                     newest_counts = np.bincount(counted, minlength=n * bands)
                 if batch_ranks is not None and self._crowded(all_slots.reshape(n, bands) + batch_ranks):
                     held = np.flatnonzero(self._held(generation, keys, batch_ranks, query, table, local))
@@ -209,7 +209,7 @@ class BandIndex:
         # The group of a match: its query (row and table) and the stored document's slot.
         group = query[picked]
         if self.slots > 1:
-            group = group * self.slots + stored_highs[picked_local, -1] % self.slots
+            group = group * self.slots + stored_slots(stored_highs[picked_local, -1], self.slots)
         # Groups are numbered by that code, or densely when there are more codes than matches (many slots):
         # the numbers index the per-group arrays below.
         codes = None
@@ -352,7 +352,7 @@ class BandIndex:
         stored_highs = newest.key_highs.values
         same = stored_highs[local, tables[query]] == (query_keys[query] >> np.uint32(16))
         if self.slots > 1:
-            same &= stored_highs[local, -1] % self.slots == content_slots(keys, self.slots)[rows[query]]
+            same &= stored_slots(stored_highs[local, -1], self.slots) == content_slots(keys, self.slots)[rows[query]]
         query, local = query[same], local[same]
         stored = np.bincount(query, minlength=rows.size)
         excess = stored + entering[rows, tables] - self.slot_cap

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from benchmarks.corpus import containment_stream
-from stream_dedup.config import DetectionConfig
+from stream_dedup.config import MAX_INDEX_SLOTS, DetectionConfig, Method
 from stream_dedup.engine import Verdict, make_detector
 from stream_dedup.engine.sharding import ANSWER_KINDS, ShardAnswer, ShardDetector, merge_answers, sequence_keys
 from stream_dedup.engine.snapshot import load_shard_snapshot, save_snapshot
@@ -329,6 +329,23 @@ def test_caps_counted_per_slot_bind_alike_and_copies_are_still_found(capped: Det
     for _, documents in stream:
         single.process_signed(signed_batch(capped, documents))
     assert single.hot_bucket_skips > skips
+
+
+@pytest.mark.parametrize("method", ["minhash", "simhash", "combined"])
+def test_the_largest_slot_count_judges_and_shards_as_documented(method: Method) -> None:
+    # 65,536 slots, the setting's maximum: a cap of one document per slot, key and generation, so the
+    # batches' crowding is settled slot by slot (the paths that read stored slots from 16-bit highs).
+    config = DetectionConfig(method=method, threshold=0.6, max_hamming=6, index_slots=MAX_INDEX_SLOTS)
+    texts = make_corpus(200, seed=5, copies=0.6)
+    stream: Stream = [
+        (offset, [(f"d{i}", texts[i], i) for i in range(start, start + 20)])
+        for offset, start in enumerate(range(0, 200, 20))
+    ]
+
+    expected, merged = single_and_sharded(config, stream, 4)
+
+    assert merged == expected
+    assert sum(v.verdict == "duplicate" for v in expected) > 30
 
 
 @pytest.mark.parametrize("slots", [1, 6])
