@@ -24,6 +24,7 @@ from typing import Literal, cast
 import numpy as np
 import numpy.typing as npt
 
+from stream_dedup.bounds import check_whole_number
 from stream_dedup.errors import ConfigError
 from stream_dedup.text.hashing import (
     MAX_U64,
@@ -48,6 +49,9 @@ _CHUNK_CELLS = 1 << 17
 #: Most tokens a document may have and be hashed whole; a longer one is hashed in pieces of about this
 #: many (2 MiB of uint64 an array: the transient arrays of a piece take about 20 MiB).
 PIECE_TOKENS = 1 << 18
+#: Largest shingle size: the largest document a stage or ``dedup`` reads (100 MiB) has fewer tokens, so a
+#: larger size would shingle every document whole too; past 2**63 it failed the numpy arithmetic of every batch.
+MAX_SHINGLE_SIZE = 100 << 20
 
 
 @dataclass(frozen=True)
@@ -73,8 +77,9 @@ class Shingling:
     def __post_init__(self) -> None:
         if self.unit not in ("char", "word"):
             raise ConfigError("shingle_unit", f"must be 'char' or 'word', got {self.unit!r}")
-        if not isinstance(self.size, int) or self.size < 1:
-            raise ConfigError("shingle_size", f"must be a whole number >= 1, got {self.size!r}")
+        check_whole_number(
+            "shingle_size", self.size, 1, MAX_SHINGLE_SIZE, "more tokens than the largest document holds"
+        )
 
     @property
     def folding(self) -> Folding:

@@ -1,9 +1,12 @@
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dedup.errors import ConfigError
 from stream_dedup.text import Shingling, normalize, shingle_chunks, shingle_set
 from stream_dedup.text.hashing import MAX_U64
+from stream_dedup.text.shingles import MAX_SHINGLE_SIZE
 
 
 def hash_sets(texts: list[str], shingling: Shingling, seed: int = 1) -> list[set[int]]:
@@ -77,3 +80,16 @@ def test_word_shingles_ignore_character_layout_inside_words() -> None:
 def test_hashes_are_uint64() -> None:
     chunk = next(shingle_chunks(["abcdef"], Shingling(), 1))
     assert chunk.hashes.dtype == np.uint64
+
+
+@pytest.mark.parametrize("size", [0, MAX_SHINGLE_SIZE + 1, 2**64, True])
+def test_a_shingle_size_out_of_range_is_refused_naming_the_setting(size: int) -> None:
+    # Past 2**63 the size used to be taken, and every batch failed in numpy's int64 arithmetic.
+    with pytest.raises(ConfigError, match=f"'shingle_size': must be a whole number from 1 to {MAX_SHINGLE_SIZE}"):
+        Shingling("char", size)
+
+
+def test_the_largest_shingle_size_makes_each_document_one_shingle() -> None:
+    first, second = hash_sets(["hello world", "hello world!"], Shingling("char", MAX_SHINGLE_SIZE))
+    assert len(first) == len(second) == 1
+    assert first != second
