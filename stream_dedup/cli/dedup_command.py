@@ -15,8 +15,9 @@ from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.output_paths import refuse_clashes
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject, input_lines, read_records
+from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Verdict, make_detector
-from stream_dedup.errors import InputError
+from stream_dedup.errors import ConfigError, InputError
 from stream_dedup.text.spool import TextSpool
 
 #: Documents per detector batch: large enough to amortise numpy calls.
@@ -71,7 +72,7 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def run(args: argparse.Namespace) -> int:
-    config = config_from(args)
+    config = _offline_config(args)
     detector = make_detector(config)
     progress = Progress()
     rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
@@ -114,6 +115,24 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         print(f"report written to {args.report}", file=sys.stderr)
     return 0
+
+
+def _offline_config(args: argparse.Namespace) -> DetectionConfig:
+    """The detection settings, refusing retention by age: JSON lines carry no event time.
+
+    The detector takes a document's time as the clock's when none is given,
+    so ``--max-age-seconds`` forgot documents judged that long ago in the run:
+    an exact copy 60,000 lines after its original was a duplicate on one
+    machine and unique on a slower one (or the same one, busier).
+    """
+    config = config_from(args)
+    if config.max_age_seconds is not None:
+        raise ConfigError(
+            "max_age_seconds",
+            "dedup reads no event times, so documents would be forgotten by how long the run has taken and "
+            "verdicts would depend on the machine's speed: retain by count with --max-documents",
+        )
+    return config
 
 
 def _tell_reject(reject: Reject, earlier: int, rejects_path: Path) -> None:

@@ -436,6 +436,8 @@ def test_no_rejects_file_is_created_when_nothing_is_rejected(tmp_path: Path, out
         (["--bands", "16", "--rows-per-band", "9"], "bands"),
         (["--shingle-size", "0"], "shingle_size"),
         (["--max-documents", "0"], "max_documents"),
+        # No event times offline: it forgot by the run's wall-clock time, verdicts following the machine's speed.
+        (["--max-age-seconds", "3600"], "max_age_seconds"),
     ],
 )
 def test_bad_setting_exits_with_code_2_and_a_message_naming_the_setting(
