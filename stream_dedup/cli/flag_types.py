@@ -12,6 +12,8 @@ import argparse
 import math
 from collections.abc import Callable
 
+from stream_dedup.worker.settings import KAFKA_NAME_RULE, is_kafka_name
+
 
 def whole_number(low: int, high: int) -> Callable[[str], int]:
     """A flag type: a whole number from ``low`` to ``high``."""
@@ -60,3 +62,15 @@ def non_empty_text(raw: str) -> str:
     if not raw:
         raise argparse.ArgumentTypeError("must not be empty")
     return raw
+
+
+def topic_name(raw: str) -> str:
+    """A flag type: a topic name Kafka takes (not empty, see :func:`non_empty_text`).
+
+    ``produce-sample --topic ü`` reached the brokers, whose refusal of the
+    topic's creation (``InvalidTopicError``) ended the command in a traceback;
+    ``watch`` waited for a topic that can never exist.
+    """
+    if raw and not is_kafka_name(raw):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a valid Kafka topic name ({KAFKA_NAME_RULE})")
+    return non_empty_text(raw)

@@ -17,7 +17,7 @@ from typing import Any
 
 from kafka import KafkaProducer
 
-from stream_dedup.cli.flag_types import non_empty_text, rate, whole_number
+from stream_dedup.cli.flag_types import rate, topic_name, whole_number
 from stream_dedup.cli.options import add_connection_options
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
@@ -36,7 +36,7 @@ def add_parser(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--topic", type=non_empty_text, help="topic to send to (default: the input_topic setting, documents)"
+        "--topic", type=topic_name, help="topic to send to (default: the input_topic setting, documents)"
     )
     parser.add_argument(
         "--partitions", type=whole_number(1, 10_000), default=3, help="partitions if the topic must be created"

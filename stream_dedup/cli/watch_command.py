@@ -24,7 +24,7 @@ from typing import Any, TextIO
 
 from kafka import KafkaConsumer
 
-from stream_dedup.cli.flag_types import non_empty_text, number, whole_number
+from stream_dedup.cli.flag_types import number, topic_name, whole_number
 from stream_dedup.cli.options import add_connection_options, add_setting_flags
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.cli.terminal_text import Style, wants_colour
@@ -53,9 +53,7 @@ def add_parser(subparsers: Any) -> None:
             "Settings as for run: flags, STREAM_DEDUP_<NAME> variables or the --config file."
         ),
     )
-    parser.add_argument(
-        "--topic", type=non_empty_text, help="topic to read (default: the output_topic setting, verdicts)"
-    )
+    parser.add_argument("--topic", type=topic_name, help="topic to read (default: the output_topic setting, verdicts)")
     parser.add_argument("--count", type=whole_number(1, 10**12), help="stop after this many records")
     parser.add_argument(
         "--idle-seconds", type=number(0.0, 86_400.0), default=10.0, help="stop after this long without records"

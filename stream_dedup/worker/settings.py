@@ -31,6 +31,8 @@ StageRole = Literal["all", "signer", "shard", "judge"]
 _KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 #: Names Kafka refuses although they match :data:`_KAFKA_NAME`.
 _RESERVED_KAFKA_NAMES = (".", "..")
+#: What a Kafka name may be, as messages say it.
+KAFKA_NAME_RULE = "1 to 249 letters, digits, '.', '_', '-'; not '.' or '..'"
 _TOPIC_SETTINGS = (
     "input_topic",
     "output_topic",
@@ -81,17 +83,18 @@ def default_instance_id() -> str:
     return re.sub(r"[^A-Za-z0-9._-]", "-", socket.gethostname())[:249] or "stream-dedup"
 
 
-def _check_kafka_name(setting: str, name: str, made_from: str = "") -> None:
-    """Refuse a topic, group or instance name Kafka would refuse (``made_from`` says how ``setting`` led to it).
+def is_kafka_name(name: str) -> bool:
+    """Whether Kafka takes ``name`` for a topic, group or transactional id (the whole of it: a trailing
+    newline must not pass, as it would with ``re.match`` and ``$``)."""
+    return _KAFKA_NAME.fullmatch(name) is not None and name not in _RESERVED_KAFKA_NAMES
 
-    The whole name must match: a trailing newline must not pass, as it would with ``re.match`` and ``$``.
-    """
-    if _KAFKA_NAME.fullmatch(name) and name not in _RESERVED_KAFKA_NAMES:
+
+def _check_kafka_name(setting: str, name: str, made_from: str = "") -> None:
+    """Refuse a topic, group or instance name Kafka would refuse (``made_from`` says how ``setting`` led to it)."""
+    if is_kafka_name(name):
         return
     shown = f"{name!r}, {made_from}," if made_from else repr(name)
-    raise ConfigError(
-        setting, f"{shown} is not a valid Kafka name (1 to 249 letters, digits, '.', '_', '-'; not '.' or '..')"
-    )
+    raise ConfigError(setting, f"{shown} is not a valid Kafka name ({KAFKA_NAME_RULE})")
 
 
 def _setting(default: _T, help: str, secret: bool = False) -> _T:

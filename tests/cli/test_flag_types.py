@@ -26,6 +26,11 @@ def check_refused_by_the_parser(arguments: list[str], refused: str, capsys: pyte
         (["watch", "--max-lines", "-1"], "--max-lines: must be a whole number from 0"),
         (["params", "--sample-limit", "0"], "--sample-limit: must be a whole number from 1"),
         (["params", "--sample-limit", "2.5"], "--sample-limit: must be a whole number from 1"),
+        # The brokers refused to create it: a traceback (InvalidTopicError), or for watch a wait for nothing.
+        (["produce-sample", "--topic", "annonces-é"], "--topic: 'annonces-é' is not a valid Kafka topic name"),
+        (["produce-sample", "--topic", "a/b"], "--topic: 'a/b' is not a valid Kafka topic name"),
+        (["produce-sample", "--topic", "t" * 250], "is not a valid Kafka topic name (1 to 249 letters"),
+        (["watch", "--topic", ".."], "--topic: '..' is not a valid Kafka topic name"),
     ],
 )
 def test_a_flag_out_of_range_is_refused_naming_it(
