@@ -18,6 +18,7 @@ from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject,
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Verdict, make_detector
 from stream_dedup.errors import ConfigError, InputError
+from stream_dedup.lsh.retention import GENERATIONS_PER_RETENTION
 from stream_dedup.text.spool import TextSpool
 
 #: Documents per detector batch: large enough to amortise numpy calls.
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         spool = stack.enter_context(TextSpool()) if config.settles_with_texts else None
         folding = config.shingling().folding
         records = read_records(source, args.id_field, args.text_field, folding, args.max_document_bytes)
-        for batch, bad in _batches(records):
+        for batch, bad in _batches(records, _batch_documents(config)):
             for reject in bad:
                 if rejects_file is None:
                     rejects_file = stack.enter_context(open(rejects_path, "w", encoding="utf-8"))
@@ -182,13 +183,30 @@ def verdict_record(verdict: Verdict, line: int) -> dict[str, object]:
     return {**verdict.to_dict(), "source": {"line": line}, "match_source": match}
 
 
-def _batches(records: Iterator[Record | Reject]) -> Iterator[tuple[list[Record], list[Reject]]]:
-    """Group records into detector batches of :data:`BATCH_SIZE` records or :data:`BATCH_CHARACTERS`;
-    rejects travel with the batch they interrupt.
+def _batch_documents(config: DetectionConfig) -> int:
+    """Documents per detector batch: :data:`BATCH_SIZE`, or a generation of ``max_documents`` if fewer.
+
+    A batch's rows are judged against every earlier row of the batch, which
+    retention cannot forget until the batch is indexed: with 4,096 a batch,
+    ``--max-documents 40`` still matched a copy 1,000 lines after its
+    original. A batch of a quarter of ``max_documents`` (what a generation
+    holds) keeps every match within about ``max_documents``, as the stage does.
+    """
+    if config.max_documents is None:
+        return BATCH_SIZE
+    return max(1, min(BATCH_SIZE, -(-config.max_documents // GENERATIONS_PER_RETENTION)))
+
+
+def _batches(
+    records: Iterator[Record | Reject], documents: int | None = None
+) -> Iterator[tuple[list[Record], list[Reject]]]:
+    """Group records into detector batches of ``documents`` records (default :data:`BATCH_SIZE`) or
+    :data:`BATCH_CHARACTERS`; rejects travel with the batch they interrupt.
 
     Input that cannot be read on (a cut or damaged compressed file) ends the
     run with its error, after the records read before it are judged.
     """
+    most = BATCH_SIZE if documents is None else documents
     batch: list[Record] = []
     bad: list[Reject] = []
     characters = 0
@@ -201,7 +219,7 @@ def _batches(records: Iterator[Record | Reject]) -> Iterator[tuple[list[Record],
             else:
                 batch.append(item)
                 characters += len(item.text)
-            if len(batch) >= BATCH_SIZE or characters >= BATCH_CHARACTERS:
+            if len(batch) >= most or characters >= BATCH_CHARACTERS:
                 yield batch, bad
                 batch, bad, characters = [], [], 0
     except InputError as error:

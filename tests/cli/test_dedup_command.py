@@ -560,6 +560,23 @@ def test_verdicts_and_rejects_do_not_depend_on_the_batch_size(tmp_path: Path, mo
     assert len(reference[1].splitlines()) > 0
 
 
+@pytest.mark.parametrize(("between", "verdict"), [(30, "duplicate"), (200, "unique")])
+def test_max_documents_below_the_batch_size_still_forgets_the_documents_it_says(
+    tmp_path: Path, between: int, verdict: str
+) -> None:
+    # One batch of 4,096 used to judge every line against every earlier one, whatever --max-documents said.
+    original = text(1)
+    filler = [{"id": f"f{i}", "text": text(100 + i)} for i in range(between)]
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl({"id": "original", "text": original}, *filler, {"id": "copy", "text": original})
+    )
+
+    result = run_cli("in.jsonl", "--max-documents", "40", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert verdicts(result.stdout)[-1]["verdict"] == verdict
+
+
 def test_a_batch_holds_at_most_batch_characters_of_text_and_rejected_lines_but_one_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
