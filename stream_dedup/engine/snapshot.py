@@ -213,6 +213,19 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
         return detector, _metadata(source, header)
 
 
+def read_snapshot_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The caller's metadata saved with a snapshot, checked by its checksum, whatever its parameters.
+
+    Says whose a snapshot is without restoring it: one of other signature
+    parameters may be another group's, in a snapshot directory shared.
+    Raises :class:`CorruptSnapshotError` as the loaders do.
+    """
+    source = Path(path)
+    with malformed_as_corrupt(source):
+        header, _ = _verified_parts(source, source.read_bytes())
+        return _metadata(source, header)
+
+
 def load_shard_snapshot(
     path: str | os.PathLike[str], config: DetectionConfig, shard: int, shards: int
 ) -> tuple[ShardDetector, dict[str, Any]]:

@@ -20,12 +20,29 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from stream_dedup.config import settings_changes
-from stream_dedup.engine.snapshot import SnapshotImage, Snapshotted, capture_snapshot, malformed_as_corrupt
-from stream_dedup.errors import ConfigError, CorruptSnapshotError, ForeignSnapshotError
+from stream_dedup.engine.snapshot import (
+    SnapshotImage,
+    Snapshotted,
+    capture_snapshot,
+    malformed_as_corrupt,
+    read_snapshot_metadata,
+)
+from stream_dedup.errors import (
+    ConfigError,
+    CorruptSnapshotError,
+    ForeignSnapshotError,
+    IncompatibleSnapshotError,
+    SnapshotError,
+)
 
 log = logging.getLogger(__name__)
 
 _PATTERN = "snapshot-*.sds"
+#: Said of a snapshot of another changelog: stages sharing a directory overwrite and prune each other's files.
+_SHARED = (
+    ": another group's (groups sharing a snapshot directory overwrite and prune each other's snapshots: "
+    "give each its own snapshot_dir)"
+)
 
 
 @dataclass(frozen=True)
@@ -92,6 +109,14 @@ def continued_by(log: str, first: int, end: int, end_name: str) -> Callable[[Sna
         return None
 
     return usable
+
+
+def _changelog_of(path: Path) -> str | None:
+    """The changelog a snapshot says it covers; None if it cannot be read or does not say."""
+    try:
+        return str(read_snapshot_metadata(path)["changelog_topic"])
+    except (SnapshotError, OSError, KeyError):
+        return None
 
 
 class Indexed(Protocol):
@@ -183,7 +208,9 @@ class SnapshotStore:
         (another shard's) skipped with a warning; a snapshot made with other
         signature parameters raises :class:`IncompatibleSnapshotError` from
         ``load`` (falling back would replay a changelog of the same,
-        incomparable kind), unless ``load`` calls it foreign.
+        incomparable kind), unless ``load`` calls it foreign, or it covers
+        another changelog (another group's, in a directory shared): that one
+        is skipped with a warning, as with the running parameters.
 
         ``topic_id`` is the changelog topic's id now. A snapshot of a topic of
         that name deleted since (another id) covers offsets of a log that is
@@ -198,6 +225,15 @@ class SnapshotStore:
                     coverage = replace(SnapshotCoverage.of_metadata(metadata), written_at=path.stat().st_mtime)
             except ForeignSnapshotError as error:
                 log.warning("snapshot %s skipped: %s", path, error)
+                continue
+            except IncompatibleSnapshotError:
+                # Refused for its parameters, unless it is another changelog's: then they are not ours to judge.
+                covered = _changelog_of(path)
+                if covered in (None, changelog_topic):
+                    raise
+                log.warning(
+                    "snapshot %s skipped: it covers changelog %r, not %r%s", path, covered, changelog_topic, _SHARED
+                )
                 continue
             except (CorruptSnapshotError, OSError) as error:
                 log.error("snapshot %s is unusable, trying an older one: %r", path, error)
@@ -215,7 +251,7 @@ class SnapshotStore:
                 continue
             reason = usable(coverage)
             if reason is None and coverage.changelog_topic != changelog_topic:
-                reason = f"it covers changelog {coverage.changelog_topic!r}, not {changelog_topic!r}"
+                reason = f"it covers changelog {coverage.changelog_topic!r}, not {changelog_topic!r}{_SHARED}"
             if reason is not None:
                 log.warning("snapshot %s skipped: %s", path, reason)
                 continue

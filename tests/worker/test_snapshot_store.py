@@ -138,6 +138,26 @@ def test_a_snapshot_of_another_changelog_is_skipped(tmp_path: Path, detector: De
     assert store.load_newest(whole_index(DetectionConfig()), TOPIC, always) is None
 
 
+def test_another_groups_snapshot_of_other_signature_parameters_is_skipped_not_refused(
+    tmp_path: Path, detector: Detector, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two groups sharing one snapshot_dir (the default ``snapshots`` of one working directory).
+
+    The other group's snapshot says nothing of this changelog, whatever its
+    parameters: refusing it stopped a new group (exit 1, "run with a new
+    group_id", which met the same file again).
+    """
+    store = SnapshotStore(tmp_path, kept=3)
+    write(store, detector, offset=10, topic="other.changelog")
+
+    with caplog.at_level(logging.WARNING):
+        loaded = store.load_newest(whole_index(DetectionConfig(shingle_size=7)), TOPIC, always)
+
+    assert loaded is None
+    assert "it covers changelog 'other.changelog', not 'stage.changelog'" in caplog.text
+    assert "give each its own snapshot_dir" in caplog.text
+
+
 def test_a_snapshot_of_a_topic_deleted_since_is_removed_and_an_older_one_of_the_topic_now_loaded(
     tmp_path: Path, detector: Detector, caplog: pytest.LogCaptureFixture
 ) -> None:
