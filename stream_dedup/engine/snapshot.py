@@ -27,11 +27,14 @@ setting, and :func:`load_snapshot` refuses a shard's (it holds part of an index)
 
 Writing goes to a temporary file in the same directory, is fsynced, renamed
 over the target and the directory fsynced: a crash at any moment leaves
-either the old snapshot or the new one, never a torn file under the name.
+either the old snapshot or the new one, never a torn file under the name;
+the temporary of a write killed with its process is left, and removed by
+the next process to open the directory (:func:`abandoned_temporaries`).
 """
 
 import json
 import os
+import re
 import struct
 import threading
 from collections.abc import Iterator
@@ -63,6 +66,8 @@ FORMAT_VERSION = 2
 _PREFIX = struct.Struct("<8sIQ")
 _DIGEST_BYTES = 16
 _TABLE_ARRAYS = ("docs", "fingerprints", "entries")
+#: A write in progress is ``.NAME.tmp-PID-THREAD`` beside its target, renamed over it once whole.
+_TEMPORARY = re.compile(r"\..+\.sds\.tmp-(\d+)-(\d+)")
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,34 @@ class SnapshotImage:
             raise
         _fsync_directory(target.parent)
         return size
+
+
+def abandoned_temporaries(directory: Path) -> list[Path]:
+    """Temporaries in ``directory`` of writes that died with their process (kill -9, the OOM killer) or thread.
+
+    Never renamed, never used, each as large as a snapshot: nothing else
+    removes them. A temporary of this process's id but of no thread of it
+    is a dead process's too: a restarted container's process has its pid.
+    """
+    found = []
+    for path in directory.glob(".*.sds.tmp-*"):
+        match = _TEMPORARY.fullmatch(path.name)
+        if match is not None and not _writing(int(match[1]), int(match[2])):
+            found.append(path)
+    return found
+
+
+def _writing(pid: int, thread: int) -> bool:
+    """Whether the thread ``thread`` of process ``pid`` may still be writing (another process: if it lives)."""
+    if pid == os.getpid():
+        return any(t.ident == thread for t in threading.enumerate())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
 
 
 #: What a snapshot holds: a whole index, or one shard's part of it.

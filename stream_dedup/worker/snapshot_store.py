@@ -23,6 +23,7 @@ from stream_dedup.config import settings_changes
 from stream_dedup.engine.snapshot import (
     SnapshotImage,
     Snapshotted,
+    abandoned_temporaries,
     capture_snapshot,
     malformed_as_corrupt,
     read_snapshot_metadata,
@@ -188,6 +189,16 @@ class SnapshotStore:
                 "snapshot_dir", f"cannot make the snapshot directory {self.directory}: {error.strerror}"
             ) from error
         self._writer: threading.Thread | None = None
+        self._remove_abandoned_writes()
+
+    def _remove_abandoned_writes(self) -> None:
+        """Remove what writes that died left (see :func:`abandoned_temporaries`): they would fill the volume."""
+        for path in abandoned_temporaries(self.directory):
+            log.warning("removing %s: a snapshot whose write died with its process", path)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as error:  # a read-only volume: snapshot writes fail too, and say so
+                log.warning("cannot remove %s: %r", path, error)
 
     def paths(self) -> list[Path]:
         """Snapshot files, newest (highest changelog offset) first."""

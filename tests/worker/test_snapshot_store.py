@@ -2,6 +2,9 @@
 
 import json
 import logging
+import os
+import subprocess
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -289,6 +292,31 @@ def test_a_snapshot_says_which_verdict_settings_changed_since_it_was_made(tmp_pa
     assert restored.settings_changed(made_with.verdict_settings()) is None
     assert restored.settings_changed(running.verdict_settings()) == "max_documents None -> 1000, threshold 0.8 -> 0.795"
     assert SnapshotCoverage(TOPIC, 20, {}).settings_changed(running.verdict_settings()) is None  # an older snapshot
+
+
+def test_what_writes_that_died_left_is_removed_when_the_store_opens(tmp_path: Path, detector: Detector) -> None:
+    """A process killed while writing a snapshot (kill -9, the OOM killer, the grace period's exit) leaves its
+    temporary, as large as a snapshot: each crash left one more, until the volume was full."""
+    finished = subprocess.Popen(["true"])
+    assert finished.wait() == 0  # its pid is free now
+    dead = [
+        tmp_path / f".snapshot-000000000010.sds.tmp-{finished.pid}-7",
+        tmp_path / f".snapshot-000000000020.sds.tmp-{os.getpid()}-1",  # a container's pid 1, reused
+    ]
+    alive = [
+        tmp_path / f".snapshot-000000000030.sds.tmp-{os.getppid()}-7",  # another process, writing now
+        tmp_path / f".snapshot-000000000040.sds.tmp-{os.getpid()}-{threading.get_ident()}",
+        tmp_path / "notes.tmp-1-1",
+    ]
+    write(SnapshotStore(tmp_path, kept=2), detector, offset=5)
+    for path in (*dead, *alive):
+        path.write_bytes(b"SDEDUPSN half a snapshot")
+
+    store = SnapshotStore(tmp_path, kept=2)
+
+    assert [p for p in dead if p.exists()] == []
+    assert all(p.exists() for p in alive)
+    assert [p.name for p in store.paths()] == ["snapshot-000000000005.sds"]
 
 
 def test_a_snapshot_dir_that_is_a_file_is_refused_naming_the_setting(tmp_path: Path) -> None:
