@@ -300,6 +300,9 @@ class SnapshotStore:
     ) -> None:
         began = time.perf_counter()
         try:
+            # Made again if removed under the running stage (a volume freed by hand): else every snapshot
+            # after, the final one too, would fail until a restart.
+            self.directory.mkdir(parents=True, exist_ok=True)
             size = image.write(self.directory / f"snapshot-{coverage.changelog_offset:012d}.sds")
             self._prune()
         except BaseException as error:  # reported, never fatal: the changelog still has everything

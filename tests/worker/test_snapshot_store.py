@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import shutil
 import subprocess
 import threading
 from collections.abc import Callable
@@ -317,6 +318,20 @@ def test_what_writes_that_died_left_is_removed_when_the_store_opens(tmp_path: Pa
     assert [p for p in dead if p.exists()] == []
     assert all(p.exists() for p in alive)
     assert [p.name for p in store.paths()] == ["snapshot-000000000005.sds"]
+
+
+def test_a_snapshot_directory_removed_while_the_stage_runs_is_made_again_by_the_next_write(
+    tmp_path: Path, detector: Detector
+) -> None:
+    """An operator freeing the volume (``rm -rf snapshots``) under a running stage: every later snapshot,
+    the final one included, failed with FileNotFoundError until a restart, which then replayed everything."""
+    store = SnapshotStore(tmp_path / "snapshots", kept=2)
+    write(store, detector, offset=10)
+    shutil.rmtree(tmp_path / "snapshots")
+
+    write(store, detector, offset=20)
+
+    assert [p.name for p in store.paths()] == ["snapshot-000000000020.sds"]
 
 
 def test_a_snapshot_dir_that_is_a_file_is_refused_naming_the_setting(tmp_path: Path) -> None:
