@@ -169,7 +169,7 @@ from stream_dedup.worker.intake import BatchIntake
 from stream_dedup.worker.isolation import BatchFailures
 from stream_dedup.worker.ordering import EventTimeMerge
 from stream_dedup.worker.pipeline import LocalSigners, SigningFailedError, SigningPipeline, SigningStoppedError
-from stream_dedup.worker.replay import ChangelogReplay
+from stream_dedup.worker.replay import ChangelogReplay, ReplayStoppedError
 from stream_dedup.worker.restore import report_index, restore
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.signer_pool import SignerPool
@@ -293,6 +293,9 @@ class Worker:
                 # Not a broker fault: no reason to back off. It ends within a few
                 # sessions, when the offending record is isolated (see isolation).
                 self._stop.wait(1.0)
+            except ReplayStoppedError as stopped:
+                # Nothing judged on a partial index, nothing to snapshot: the next start restores again.
+                log.info("%s; the next start restores again", stopped)
 
     def _start_signers(self) -> SignerPool:
         s = self.settings
@@ -313,6 +316,7 @@ class Worker:
                 {},
                 self.events,
                 s.detection.verdict_settings(),
+                lambda: self.stopping,
             )
             opened.callback(replay.close)
             # Restore before joining the group: a member that holds the

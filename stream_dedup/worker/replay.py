@@ -7,7 +7,7 @@ are never replayed: the index must hold exactly what published verdicts saw.
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka import TopicPartition
@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 
 #: Changelog records fetched per poll during a replay.
 _RECORDS_PER_POLL = 64
+
+
+class ReplayStoppedError(Exception):
+    """A stop was asked for during a catch-up: the index holds only part of the changelog, and must not be used."""
 
 
 class ChangelogReplay:
@@ -45,9 +49,11 @@ class ChangelogReplay:
         positions: dict[int, int],
         events: WorkerEvents,
         verdict_settings: Mapping[str, object] | None = None,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         """``verdict_settings`` are this run's (``DetectionConfig.verdict_settings``): batches judged under
-        others are named in a WARNING (a standby taking over, a restart, under a changed setting)."""
+        others are named in a WARNING (a standby taking over, a restart, under a changed setting).
+        ``stopping``: whether the process was asked to stop, which cuts a catch-up short."""
         self.partition = TopicPartition(topic, 0)
         self.input_topic = input_topic
         self.digest = digest
@@ -58,6 +64,7 @@ class ChangelogReplay:
         self.events = events
         self._pending: list[ChangelogEntry] = []
         self.verdict_settings = verdict_settings
+        self._stopping = stopping
         #: How the batches replayed last differed from this run's settings, as last said in a warning.
         self._settings_warned: str | None = None
         self._consumer = partition_reader(
@@ -86,13 +93,19 @@ class ChangelogReplay:
         ``stall_seconds``: a replay that moves is never cut short, however
         long it takes (a full replay of a large index without a snapshot
         takes minutes, and cutting it would have the restore start again and
-        fail again, for ever).
+        fail again, for ever). But a stop asked for cuts it, with
+        :class:`ReplayStoppedError`: a replica stopped in a rolling update
+        while it restores would otherwise wait out its grace period and exit 1.
         """
         _, end = self.bounds()
         applied = 0
         position = self._consumer.position(self.partition)
         deadline = time.monotonic() + stall_seconds
         while position < end:
+            if self._stopping():
+                raise ReplayStoppedError(
+                    f"stopped while replaying changelog {self.partition.topic} at offset {position}"
+                )
             if time.monotonic() > deadline:
                 raise ReplayTimeoutError(
                     f"changelog {self.partition.topic} replay stuck at offset {position} of {end} "

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import json
+import logging
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import make_detector
+from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.errors import ChangelogError
 from tests.corpus import make_clustered_corpus
 
@@ -21,6 +26,7 @@ from .stage import (
     produce,
     read_committed,
     verdicts_by_source,
+    wait_until,
     worker_thread,
 )
 
@@ -185,3 +191,30 @@ def test_a_signature_parameter_changed_with_no_snapshot_stops_start_up_naming_it
     assert isinstance(failure, ChangelogError)
     assert "shingle_size=5 but this run uses shingle_size=4" in str(failure)
     assert "new group_id" in str(failure)
+
+
+def test_a_stop_asked_for_during_a_restore_ends_it_at_once_without_a_snapshot(
+    stage: Stage, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = make_clustered_corpus(300, seed=15)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    with worker_thread(stage.settings(batch_size=10)):
+        read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+    disk = tmp_path / "empty-disk"
+    replaying, stop_asked = threading.Event(), threading.Event()
+
+    def stopped_while_restoring(config: DetectionConfig) -> DuplicateDetector:
+        replaying.set()  # the full replay begins with this index
+        stop_asked.wait(30)
+        return make_detector(config)
+
+    started = time.monotonic()
+    settings = stage.settings(batch_size=10, snapshot_dir=disk)
+    restoring = worker_thread(settings, stopped_while_restoring)
+    with caplog.at_level(logging.INFO, logger="stream_dedup"), restoring as worker:
+        assert replaying.wait(30)
+        worker.request_stop()  # SIGTERM in a rolling update
+        stop_asked.set()
+        wait_until(lambda: "stopped while replaying" in caplog.text, 30, "the replay cut short")
+    assert time.monotonic() - started < 20  # not the grace period's end
+    assert not list(disk.glob("snapshot-*.sds")), "a snapshot of a partial index"

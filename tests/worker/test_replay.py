@@ -16,7 +16,7 @@ from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.lsh import IndexedBatch
 from stream_dedup.worker.events import WorkerEvents
-from stream_dedup.worker.replay import ChangelogReplay
+from stream_dedup.worker.replay import ChangelogReplay, ReplayStoppedError
 
 
 class CrawlingConsumer:
@@ -138,3 +138,25 @@ def test_batches_judged_under_other_settings_are_named_in_a_warning_each_time_th
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 2, warnings
     assert "other detection settings (threshold 0.795 -> 0.8, max_bucket_size 50 -> 64)" in warnings[0]
+
+
+def test_a_stop_asked_for_cuts_a_replay_short_rather_than_let_it_run_out_the_grace_period(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A replica restoring a large index in a rolling update: the replay ran on until the grace period's exit 1.
+    monkeypatch.setattr(clients, "KafkaConsumer", CrawlingConsumer)
+    monkeypatch.setattr(CrawlingConsumer, "step", 1)
+    asked = time.monotonic() + 0.2
+    replay = ChangelogReplay(
+        KafkaConnection("127.0.0.1:9"),
+        "changelog",
+        "documents",
+        "",
+        0,
+        {},
+        WorkerEvents(),
+        stopping=lambda: time.monotonic() > asked,
+    )
+    with pytest.raises(ReplayStoppedError, match=r"stopped while replaying changelog changelog at offset [1-9]"):
+        replay.catch_up(make_detector(DetectionConfig()))
+    assert replay.applied_offset == 0  # and what the index holds is not taken as the changelog's end
