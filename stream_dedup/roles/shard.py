@@ -366,7 +366,7 @@ class Shard(RoleWork):
         log.info("shard %d of %d: snapshot written (%d bytes, %.2f s)", *self._name, size, pause + seconds)
 
     def snapshot_failed(self, error: BaseException) -> None:
-        log.error("snapshot failed (the sequenced topic still holds everything): %r", error)
+        log.error("snapshot failed in %s (the sequenced topic still holds everything): %r", self.store.directory, error)
         self.events.snapshot_failed(type(error).__name__)
 
     def finish(self) -> None:

@@ -727,7 +727,8 @@ class _Session:
         )
 
     def snapshot_failed(self, error: BaseException) -> None:
-        log.error("snapshot failed (the changelog still holds everything): %r", error)
+        directory = self.worker.store.directory
+        log.error("snapshot failed in %s (the changelog still holds everything): %r", directory, error)
         self.events.snapshot_failed(type(error).__name__)
 
     def final_snapshot(self) -> None:
