@@ -20,19 +20,23 @@ the next would pass the budget the oldest segment is closed (its disk freed)
 and the blocks it held are forgotten. Each block is written with its xxh64
 and checked on every read: one that does not read back as written (a disk
 error) is not used, and its records are fetched from Kafka. A write that
-fails (a full disk) turns the spool off with one warning: the stage goes on,
-fetching. A block is found by the groups of records it holds (whatever
-numbers its user gives them, :meth:`BlockSpool.blocks_of`); the map from
+fails (a full disk) turns the spool off with a warning, for
+:data:`RETRY_SECONDS`: the stage goes on, fetching, and then tries again (a
+disk that filled for a while is not given up for the process's life). A
+block is found by the groups of records it holds (whatever numbers its user
+gives them, :meth:`BlockSpool.blocks_of`); the map from
 groups to blocks, and each segment's list of its groups (so that dropping a
 segment visits only those), is all the spool keeps in memory, about 13
 bytes a record.
 """
 
 import logging
+import math
 import os
 import tempfile
+import time
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 import xxhash
@@ -45,6 +49,8 @@ _SEGMENTS = 8
 _MIN_SEGMENT_BYTES = 1 << 20
 #: What precedes each block on disk: its xxh64.
 _CHECKSUM_BYTES = 8
+#: How long a spool whose write failed stays off before it tries again.
+RETRY_SECONDS = 300.0
 
 
 class BlockSpool:
@@ -57,7 +63,7 @@ class BlockSpool:
         [block] = spool.blocks_of(group)
     """
 
-    def __init__(self, directory: str, budget: int) -> None:
+    def __init__(self, directory: str, budget: int, clock: Callable[[], float] = time.monotonic) -> None:
         """No file is made before the first block: a stage that never spools costs no disk."""
         self._directory = directory
         self._segment_bytes = max(budget // _SEGMENTS, _MIN_SEGMENT_BYTES)
@@ -70,7 +76,9 @@ class BlockSpool:
         self._groups: dict[int, tuple[int, ...]] = {}
         #: Segment number -> the groups of its blocks: dropping a segment visits those, not every group.
         self._segment_groups: dict[int, array[int]] = {}
-        self._off = False
+        #: When a spool turned off by a failed write tries again (``clock`` time).
+        self._off_until = -math.inf
+        self._clock = clock
 
     @property
     def disk_bytes(self) -> int:
@@ -82,7 +90,7 @@ class BlockSpool:
     def put(self, groups: Iterable[int], block: bytes) -> None:
         """Keep ``block``, found again by any of ``groups``; a block larger than a segment is not kept."""
         stored = xxhash.xxh64_digest(block) + block
-        if self._off or len(stored) > self._segment_bytes:
+        if len(stored) > self._segment_bytes or self._clock() < self._off_until:
             return
         if self._end % self._segment_bytes + len(stored) > self._segment_bytes:
             self._end += self._segment_bytes - self._end % self._segment_bytes
@@ -91,12 +99,14 @@ class BlockSpool:
             self._write(start, stored)
         except OSError as error:
             log.warning(
-                "cannot spool texts to %s (%r): texts no longer in memory are fetched from Kafka again",
+                "cannot spool texts to %s (%r): texts no longer in memory are fetched from Kafka again; "
+                "spooling tries again in %.0f s",
                 self._directory,
                 error,
+                RETRY_SECONDS,
             )
             self.close()
-            self._off = True
+            self._off_until = self._clock() + RETRY_SECONDS
             return
         self._end += len(stored)
         held = self._segment_groups.setdefault(start // self._segment_bytes, array("Q"))

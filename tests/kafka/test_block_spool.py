@@ -129,3 +129,21 @@ def test_a_block_larger_than_a_segment_is_not_kept(tmp_path: Path) -> None:
     spool.put([1], b"x" * SEGMENT)
     spool.put([1], b"small")
     assert list(spool.blocks_of(1)) == [b"small"]
+
+
+def test_a_spool_turned_off_by_a_full_disk_tries_again_after_a_while(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # It stayed off for the process's life: a disk full for a minute cost every later read a fetch from Kafka.
+    now = [0.0]
+    spool = BlockSpool(str(tmp_path), 4 * SEGMENT, clock=lambda: now[0])
+    monkeypatch.setattr(block_spool.os, "pwrite", lambda fd, data, offset: len(data) // 2)
+    with caplog.at_level(logging.WARNING):
+        spool.put([1], b"disk full")
+    monkeypatch.undo()
+    now[0] = block_spool.RETRY_SECONDS - 1
+    spool.put([2], b"still off")
+    now[0] = block_spool.RETRY_SECONDS
+    spool.put([3], b"room again")
+    assert [list(spool.blocks_of(group)) for group in (1, 2, 3)] == [[], [], [b"room again"]]
+    assert "tries again in 300 s" in caplog.text
