@@ -56,6 +56,7 @@ from stream_dedup.engine.text_verification import (
     DocumentTexts,
     ambiguous_pairs,
     clearly_matched,
+    hiding_pairs,
     text_similarity,
 )
 from stream_dedup.engine.verdict import Verdict
@@ -64,6 +65,7 @@ from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.lsh.index import BandIndex, pairs_within_batch, ranks_within_batch
 from stream_dedup.lsh.retention import Retention
 from stream_dedup.sketch.bit_sketch import bit_agreements, coarsen, estimate_similarity, one_bit_sketches
+from stream_dedup.sketch.oph import EMPTY
 from stream_dedup.sketch.simhash import hamming_distance
 from stream_dedup.text import fold_all
 from stream_dedup.text.shingle_sets import ShingleSets, distinct_counts, exact_jaccard
@@ -156,12 +158,14 @@ class Detector(DuplicateDetector):
         band_signatures = np.empty((len(texts), self.config.num_perm), dtype=np.uint32)
         fingerprints = np.empty(len(texts), dtype=np.uint64) if self.simhasher is not None else None
         sizes = np.empty(len(texts), dtype=np.uint32) if self.containment is not None else None
+        filled = np.empty(len(texts), dtype=np.uint16)
         sets, rows = [ShingleSets.empty()], [np.empty(0, np.intp)]
         # Chunk by chunk, so that each chunk's sketches are finished while they are in cache.
         # A long document's shingles are held together only if something here needs them (its set, its fingerprint).
         needs_shingles = self.exact or fingerprints is not None or sizes is not None
         for chunk_rows, sketches, chunk in self.hasher.sketch_chunks(texts, not normalized, needs_shingles):
             bits[chunk_rows] = one_bit_sketches(self.hasher.densified(sketches))
+            filled[chunk_rows] = np.count_nonzero(sketches != EMPTY, axis=1)
             band_signatures[chunk_rows] = self.hasher.finalize(coarsen(sketches, self.config.num_perm))
             if chunk is None:
                 continue
@@ -174,7 +178,8 @@ class Detector(DuplicateDetector):
             if sizes is not None:
                 sizes[chunk.rows] = distinct_counts(chunk)
         shingles = ShingleSets.concat(sets).take(np.argsort(np.concatenate(rows))) if self.exact else None
-        return SignedBatch(bits, index_keys(band_signatures, bits, self.banding), shingles, fingerprints, sizes)
+        keys = index_keys(band_signatures, bits, self.banding)
+        return SignedBatch(bits, keys, shingles, fingerprints, sizes, filled)
 
     def process_signed(self, batch: IndexedBatch, document_texts: DocumentTexts | None = None) -> list[Verdict]:
         """Like :meth:`process`, for documents already signed by :meth:`sign`.
@@ -268,12 +273,22 @@ class Detector(DuplicateDetector):
     def _settle_with_texts(
         self, batch: IndexedBatch, pairs: MeasuredPairs, first_seq: int, document_texts: DocumentTexts
     ) -> None:
-        """Set the similarity of pairs too near the threshold to their texts' exact Jaccard, where known."""
+        """Set the similarity of pairs too near the threshold to their texts' exact Jaccard, where known.
+
+        So too for pairs whose sketches may hide a near-copy below the
+        threshold (:func:`hiding_pairs`), which make no row clear either.
+        """
         config = self.config
-        near = ambiguous_pairs(pairs.estimates, config.threshold, config.sketch_bits)
+        t, bits = config.threshold, config.sketch_bits
+        filled = batch.signed.filled_bins
+        hiding = hiding_pairs(pairs.estimates, filled[pairs.rows], t, bits) if filled is not None else np.empty(0, int)
+        near = ambiguous_pairs(pairs.estimates, t, bits)
         if self.simhasher is None:  # (combined: a clear pair may still fail its Hamming distance)
-            clear = clearly_matched(pairs.estimates, pairs.rows, len(batch.ids), config.threshold, config.sketch_bits)
+            proven = pairs.estimates.copy()
+            proven[hiding] = 0.0
+            clear = clearly_matched(proven, pairs.rows, len(batch.ids), t, bits)
             near = near[~clear[pairs.rows[near]]]
+        near = np.union1d(near, hiding)
         if not near.size:
             return
         earlier = earlier_values(batch.sources, self.index.sources_of, pairs.seqs[near], first_seq)

@@ -18,6 +18,7 @@ without sources, a record deleted by retention) leaves that pair to the
 estimate, as before.
 """
 
+import functools
 import math
 from typing import Protocol
 
@@ -32,6 +33,8 @@ from stream_dedup.text.shingle_sets import ShingleSets, jaccard_of_pairs
 AMBIGUITY_ERRORS = 4.0
 #: Standard errors past the ambiguous band beyond which a row's match needs no texts for its other pairs.
 CLEAR_ERRORS = 6.0
+#: The chance of a near-copy below the threshold hiding in the sketch that :func:`hiding_pairs` accepts.
+_HIDING_CHANCE = 1e-9
 
 
 class DocumentTexts(Protocol):
@@ -50,6 +53,42 @@ def ambiguous_pairs(estimates: npt.NDArray[np.float64], threshold: float, sketch
     """Positions of the estimates that lie within :data:`AMBIGUITY_ERRORS` standard errors of ``threshold``."""
     error = _standard_error(threshold, sketch_bits)
     return np.flatnonzero(np.abs(estimates - threshold) <= AMBIGUITY_ERRORS * error)
+
+
+def hiding_pairs(
+    estimates: npt.NDArray[np.float64],
+    filled_bins: npt.NDArray[np.uint16],
+    threshold: float,
+    sketch_bits: int,
+) -> npt.NDArray[np.intp]:
+    """Positions of the pairs whose sketches agree on every bit while the query's fills few bins.
+
+    ``filled_bins``: the pairs' queries' (``SignedBatch.filled_bins``). A
+    shingle one document of a pair lacks is invisible when it lands in a bin
+    a shared shingle fills and loses there: a chance of about ``n / (2K)``
+    for ``n`` filled of ``K`` bins. A near-copy below the threshold differs
+    by at least ``(1 - t) n`` shingles; when all hide, the sketches are
+    identical and the estimate says 1, far outside the ambiguous band
+    (measured: a 5-character text and the same with a letter added, Jaccard
+    0.75, came out identical about once in 300). Under
+    :func:`hiding_bound` filled bins that chance is above 1e-9, and such a
+    pair is settled by its texts like an ambiguous one; an exact copy then
+    comes out 1 as before. Longer documents keep the estimate.
+    """
+    bound = hiding_bound(threshold, sketch_bits)
+    return np.flatnonzero((estimates >= 1.0) & (filled_bins < bound))
+
+
+@functools.cache
+def hiding_bound(threshold: float, sketch_bits: int) -> int:
+    """Filled bins from which a near-copy below ``threshold`` hides in the sketch with a chance under 1e-9."""
+    filled = 1
+    while filled < sketch_bits:
+        hidden = min(filled / (2 * sketch_bits), 0.5)  # a bin a shared shingle fills, and a loss there
+        if hidden ** math.ceil((1.0 - threshold) * filled) < _HIDING_CHANCE:
+            return filled
+        filled += 1
+    return sketch_bits
 
 
 def clearly_matched(

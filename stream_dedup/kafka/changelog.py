@@ -225,6 +225,7 @@ def _row_bytes(entry: ChangelogEntry) -> float:
     per_row = signed.sketches.shape[1] + 4 * signed.keys.shape[1] + 8 + 8 + 8
     per_row += 8 if signed.fingerprints is not None else 0
     per_row += 4 if signed.set_sizes is not None else 0
+    per_row += 2 if signed.filled_bins is not None else 0
     per_row += sum(len(i) for i in ids) / len(ids)
     if signed.shingles is not None:
         per_row += (signed.shingles.values.nbytes + signed.shingles.ends.nbytes) / len(ids)

@@ -196,7 +196,8 @@ def check_rows(arrays: Mapping[str, np.ndarray | None], rows: int) -> None:
 
 
 def signed_arrays(signed: SignedBatch) -> list[tuple[str, np.ndarray]]:
-    """The arrays of a signed batch, little-endian; shingle sets, fingerprints and set sizes only when it has them."""
+    """The arrays of a signed batch, little-endian; shingle sets, fingerprints, set sizes and filled bins only when
+    it has them."""
     arrays: list[tuple[str, np.ndarray]] = [
         ("sketches", np.ascontiguousarray(signed.sketches, dtype=np.uint8)),
         ("keys", np.ascontiguousarray(signed.keys, dtype="<u4")),
@@ -210,6 +211,8 @@ def signed_arrays(signed: SignedBatch) -> list[tuple[str, np.ndarray]]:
         arrays.append(("fingerprints", np.ascontiguousarray(signed.fingerprints, dtype="<u8")))
     if signed.set_sizes is not None:
         arrays.append(("set_sizes", np.ascontiguousarray(signed.set_sizes, dtype="<u4")))
+    if signed.filled_bins is not None:  # passed over by readers of releases before it
+        arrays.append(("filled_bins", np.ascontiguousarray(signed.filled_bins, dtype="<u2")))
     return arrays
 
 
@@ -233,8 +236,17 @@ def signed_batch(arrays: Mapping[str, np.ndarray]) -> SignedBatch:
         shingles,
         optional_array(arrays, "fingerprints", "<u8", 1),
         optional_array(arrays, "set_sizes", "<u4", 1),
+        optional_array(arrays, "filled_bins", "<u2", 1),
     )
-    check_rows({"keys": batch.keys, "fingerprints": batch.fingerprints, "set_sizes": batch.set_sizes}, rows)
+    check_rows(
+        {
+            "keys": batch.keys,
+            "fingerprints": batch.fingerprints,
+            "set_sizes": batch.set_sizes,
+            "filled_bins": batch.filled_bins,
+        },
+        rows,
+    )
     return batch
 
 

@@ -43,6 +43,10 @@ class SignedBatch:
             ``simhash`` and ``combined`` methods.
         set_sizes: distinct shingles of each document ``(n,)`` uint32, only
             with containment on.
+        filled_bins: bins of each document's sketch that a shingle filled,
+            ``(n,)`` uint16 (its distinct shingles while they are few beside
+            the bins): which sketches can hide a near-copy (``text_verification``).
+            Not indexed; None in records of releases before it.
     """
 
     sketches: npt.NDArray[np.uint8]
@@ -50,6 +54,7 @@ class SignedBatch:
     shingles: ShingleSets | None = None
     fingerprints: npt.NDArray[np.uint64] | None = None
     set_sizes: npt.NDArray[np.uint32] | None = None
+    filled_bins: npt.NDArray[np.uint16] | None = None
 
     def __len__(self) -> int:
         return int(self.sketches.shape[0])
@@ -66,6 +71,7 @@ class SignedBatch:
             self.shingles.take(rows) if self.shingles is not None else None,
             self.fingerprints[rows] if self.fingerprints is not None else None,
             self.set_sizes[rows] if self.set_sizes is not None else None,
+            self.filled_bins[rows] if self.filled_bins is not None else None,
         )
 
     @classmethod
@@ -74,12 +80,15 @@ class SignedBatch:
         shingles = [p.shingles for p in parts if p.shingles is not None]
         fingerprints = [p.fingerprints for p in parts if p.fingerprints is not None]
         set_sizes = [p.set_sizes for p in parts if p.set_sizes is not None]
+        # Every part or none: rows of parts without them (records of older releases) would be misplaced.
+        filled = [p.filled_bins for p in parts if p.filled_bins is not None]
         return cls(
             np.concatenate([p.sketches for p in parts]),
             np.concatenate([p.keys for p in parts]),
             ShingleSets.concat(shingles) if shingles else None,
             np.concatenate(fingerprints) if fingerprints else None,
             np.concatenate(set_sizes) if set_sizes else None,
+            np.concatenate(filled) if len(filled) == len(parts) else None,
         )
 
 

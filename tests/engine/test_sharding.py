@@ -13,9 +13,14 @@ from stream_dedup.config import MAX_INDEX_SLOTS, DetectionConfig, Method
 from stream_dedup.engine import Verdict, make_detector
 from stream_dedup.engine.sharding import ANSWER_KINDS, ShardAnswer, ShardDetector, merge_answers, sequence_keys
 from stream_dedup.engine.snapshot import load_shard_snapshot, save_snapshot
+from stream_dedup.engine.text_verification import DocumentTexts
 from stream_dedup.errors import ConfigError
 from stream_dedup.lsh import NO_SOURCE, IndexedBatch
+from stream_dedup.text import normalize_all
+from stream_dedup.text.spool import TextSpool
 from tests.corpus import make_corpus
+from tests.engine.test_short_texts import brute_force_duplicates
+from tests.engine.test_text_verification import tiny_near_copies
 from tests.real_text import stdlib_paragraphs
 
 VOCABULARY = ["harbour", "lantern", "meadow", "copper", "thistle", "orbit", "velvet", "quarry", "saffron", "willow"]
@@ -32,8 +37,11 @@ def signed_batch(config: DetectionConfig, documents: list[tuple[str, str, int]])
     return IndexedBatch(ids, signed, np.array([source % 10_000 for _, _, source in documents], float), sources)
 
 
-def single_and_sharded(config: DetectionConfig, stream: Stream, shards: int) -> tuple[list[Verdict], list[Verdict]]:
-    """The verdicts of one detector, and of ``shards`` shards merged, over the same batches."""
+def single_and_sharded(
+    config: DetectionConfig, stream: Stream, shards: int, texts: DocumentTexts | None = None
+) -> tuple[list[Verdict], list[Verdict]]:
+    """The verdicts of one detector, and of ``shards`` shards merged, over the same batches (pairs settled by
+    ``texts``, by the documents' sources, when given)."""
     single = make_detector(config)
     shard_set = [ShardDetector(config, k, shards) for k in range(shards)]
     expected: list[Verdict] = []
@@ -41,9 +49,9 @@ def single_and_sharded(config: DetectionConfig, stream: Stream, shards: int) -> 
     for offset, documents in stream:
         batch = signed_batch(config, documents)
         keys = sequence_keys(offset, len(documents))
-        expected += single.process_signed(batch)
+        expected += single.process_signed(batch, texts)
         owners = shard_set[0].owners(batch)
-        answers = [shard.answer(batch, keys) for shard in shard_set]
+        answers = [shard.answer(batch, keys, texts) for shard in shard_set]
         for shard, answer in enumerate(answers):
             in_batch = np.isin(answer.match_keys, keys)
             assert (owners[answer.match_keys[in_batch] - keys[0]] == shard).all(), "answered by its owner only"
@@ -196,6 +204,22 @@ def test_three_shards_agree_with_one_detector_on_a_corpus_of_near_copies() -> No
     owners = make_detector(config).slots_of(make_detector(config).sign(texts), 3)
     matched_on = {int(owners[int(v.duplicate_of.removeprefix("doc-"))]) for v in duplicates if v.duplicate_of}
     assert matched_on == {0, 1, 2}
+
+
+def test_three_shards_settle_near_copies_hiding_in_the_sketch_as_one_detector_does() -> None:
+    # Texts of three shingles and the same with a letter added (Jaccard 0.75): a few hide in the sketch.
+    texts = normalize_all(tiny_near_copies(1500, seed=3))
+    stream: Stream = [
+        (10 * b, [(f"doc-{i}", texts[i], i + 1) for i in range(start, min(start + 500, len(texts)))])
+        for b, start in enumerate(range(0, len(texts), 500))
+    ]
+    config = DetectionConfig(threshold=0.8, index_slots=3)
+    with TextSpool() as spool:
+        spool.add(list(range(1, len(texts) + 1)), texts)
+        expected, merged = single_and_sharded(config, stream, 3, spool)
+    assert merged == expected
+    truth = brute_force_duplicates(texts, config.shingling(), 0.8)
+    assert [v.verdict == "duplicate" for v in expected] == truth
 
 
 @pytest.mark.parametrize("verification", ["estimate", "exact"])

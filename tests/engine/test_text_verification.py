@@ -6,15 +6,19 @@ where the one-bit sketch's estimate falls on either side of it. Truth is
 exact brute force in stream order over the same shingle hashes.
 """
 
+import math
+import random
+import string
 from functools import cache
 
 import numpy as np
 import numpy.typing as npt
+import pytest
 
 from benchmarks.corpus import planted_stream
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
-from stream_dedup.engine.text_verification import ambiguous_pairs, clearly_matched
+from stream_dedup.engine.text_verification import ambiguous_pairs, clearly_matched, hiding_bound, hiding_pairs
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.text import Shingling, normalize_all
 from stream_dedup.text.shingle_sets import ShingleSets, exact_jaccard
@@ -180,3 +184,73 @@ def test_reposts_of_a_template_with_an_exact_copy_ask_for_no_text() -> None:
     assert [v.similarity for v in verdicts[6:]] == [1.0] * 60
     assert [v.match_source for v in verdicts[6:]] == [1 + i % 6 for i in range(60)]
     assert asked and max(asked) <= 6  # only the variants' own pairs near the threshold
+
+
+def tiny_near_copies(pairs: int, seed: int) -> list[str]:
+    """Texts of 3 shingles (7 characters at k=5), each then with a letter added: Jaccard 0.75, below 0.8."""
+    rng = random.Random(seed)
+
+    def word() -> str:
+        return "".join(rng.choice(string.ascii_lowercase) for _ in range(3))
+
+    texts = []
+    for _ in range(pairs):
+        text = f"{word()} {word()}"
+        texts += [text, text + rng.choice(string.ascii_lowercase)]
+    return texts
+
+
+def judged(texts: list[str], with_texts: bool) -> tuple[list[bool], Detector]:
+    numbers = list(range(1, len(texts) + 1))
+    detector = Detector(CONFIG)
+    with TextSpool() as spool:
+        spool.add(numbers, texts)
+        verdicts = detector.process(
+            [f"t{n}" for n in numbers],
+            texts,
+            normalized=True,
+            sources=numbers,
+            document_texts=spool if with_texts else None,
+        )
+    return flagged(verdicts).tolist(), detector
+
+
+def test_a_near_copy_of_a_few_shingles_hiding_in_the_sketch_is_settled_by_its_texts() -> None:
+    # Its extra shingle landed in a bin the other three fill, and lost there: identical sketches, an estimate
+    # of 1 far outside the ambiguous band, and a duplicate at Jaccard 0.75 (1 pair in 300 here).
+    texts = normalize_all(tiny_near_copies(1500, seed=3))
+    truth = brute_force_duplicates(texts, CONFIG.shingling(), CONFIG.threshold)
+    without, _ = judged(texts, with_texts=False)
+    assert sum(w and not t for w, t in zip(without, truth, strict=True)) >= 2  # the sketch alone hides some
+    flags, detector = judged(texts, with_texts=True)
+    assert flags == truth
+    assert detector.stats.settled_by_text >= 2
+
+
+def test_exact_copies_of_a_few_shingles_stay_duplicates_at_similarity_1() -> None:
+    texts = normalize_all(["ok then", "thanks!", "ok then", "thanks!", "ok then"])
+    numbers = list(range(1, len(texts) + 1))
+    with TextSpool() as spool:
+        spool.add(numbers, texts)
+        verdicts = Detector(CONFIG).process(
+            [str(n) for n in numbers], texts, normalized=True, sources=numbers, document_texts=spool
+        )
+    assert [(v.verdict, v.similarity, v.match_source) for v in verdicts[2:]] == [
+        ("duplicate", 1.0, 1),
+        ("duplicate", 1.0, 2),
+        ("duplicate", 1.0, 1),
+    ]
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.7, 0.8, 0.9, 0.95])
+def test_the_hiding_bound_is_where_a_near_copy_below_the_threshold_hides_with_a_chance_under_1e_9(
+    threshold: float,
+) -> None:
+    def hiding_chance(filled: int) -> float:
+        return float(min(filled / 2048, 0.5) ** math.ceil((1 - threshold) * filled))
+
+    bound = hiding_bound(threshold, 1024)
+    assert hiding_chance(bound) < 1e-9 <= hiding_chance(bound - 1)
+    assert hiding_pairs(
+        np.array([1.0, 1.0, 0.99]), np.array([bound - 1, bound, 1], np.uint16), threshold, 1024
+    ).tolist() == [0]

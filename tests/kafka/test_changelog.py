@@ -35,6 +35,8 @@ def assert_same(left: ChangelogEntry, right: ChangelogEntry) -> None:
     assert ours.ids == theirs.ids
     assert np.array_equal(ours.signed.sketches, theirs.signed.sketches)
     assert np.array_equal(ours.signed.keys, theirs.signed.keys)
+    filled = ours.signed.filled_bins, theirs.signed.filled_bins
+    assert (filled[0] is None and filled[1] is None) or np.array_equal(*filled)
     assert np.array_equal(ours.event_times, theirs.event_times)
     assert np.array_equal(ours.sources, theirs.sources)
     assert (left.input_topic, left.positions, left.final) == (right.input_topic, right.positions, right.final)

@@ -164,7 +164,18 @@ def drop_last_row(name: str) -> Callable[[dict[str, np.ndarray]], None]:
 
 
 @pytest.mark.parametrize(
-    "name", ["sketches", "keys", "fingerprints", "set_sizes", "event_times", "sources", "shingle_ends", "id_ends"]
+    "name",
+    [
+        "sketches",
+        "keys",
+        "fingerprints",
+        "set_sizes",
+        "filled_bins",
+        "event_times",
+        "sources",
+        "shingle_ends",
+        "id_ends",
+    ],
 )
 def test_a_changelog_array_without_a_row_per_document_is_refused(name: str) -> None:
     with pytest.raises(ChangelogError, match="the changelog record is damaged"):
