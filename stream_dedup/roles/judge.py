@@ -28,6 +28,7 @@ from stream_dedup.config import settings_changes
 from stream_dedup.engine.sharding import merge_answers
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.answers import AnswerRecord, decode_answer
+from stream_dedup.kafka.clients import log_offsets
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.packed_arrays import record_at
 from stream_dedup.kafka.record_fit import OutgoingRecord
@@ -60,6 +61,10 @@ class Judge(RoleWork):
         #: Per shard, how its answers' settings differ from ours, as last said in a warning.
         self.settings_warned: dict[int, str | None] = {}
         self.sequenced = TopicPartition(settings.sequenced_topic, 0)
+        #: The group consumer of the session, once it holds the partitions (asked for the sequenced topic's end).
+        self.consumer: KafkaConsumer | None = None
+        #: An end offset of the sequenced topic known to hold: a shard answering up to it read this topic.
+        self.sequenced_end = 0
         self._forget()
 
     def _forget(self) -> None:
@@ -83,6 +88,7 @@ class Judge(RoleWork):
                 "partitions (one per shard): give every role the same shards setting",
             )
         self._forget()
+        self.consumer = consumer
         for partition in assigned:
             consumer.seek(
                 partition, committed_or_beginning(consumer, partition, self.settings.transaction_timeout_seconds)
@@ -161,6 +167,7 @@ class Judge(RoleWork):
                     "shards setting (a new shard count needs a new group_id, see docs/scale-out.md)",
                 )
             self._check_settings(shard, answer)
+            self._check_sequenced_topic(shard, answer.end_offset)
             self.answers[shard].append((record.offset, answer))
             self.progress[shard] = max(self.progress.get(shard, 0), answer.end_offset)
 
@@ -183,6 +190,31 @@ class Judge(RoleWork):
                 self.fingerprint,
             )
         self.settings_warned[shard] = changed
+
+    def _check_sequenced_topic(self, shard: int, answered_until: int) -> None:
+        """Refuse answers past the end of our sequenced topic: the shards read another one.
+
+        A shard answers only records of the sequenced topic it reads, so its
+        progress never passes that topic's end. A judge given another topic
+        (a new shard set's judge started with ``group_id`` G' but without
+        ``sequenced_topic``, which then defaults to an empty ``G'.sequenced``)
+        would otherwise wait for batches that never come, without a word.
+        """
+        if answered_until <= self.sequenced_end or self.consumer is None:
+            return
+        self.sequenced_end = max(self.sequenced_end, self.consumer.highwater(self.sequenced) or 0)
+        if answered_until <= self.sequenced_end:
+            return
+        self.sequenced_end = log_offsets(self.consumer, [self.sequenced])[self.sequenced]
+        if answered_until > self.sequenced_end:
+            s = self.settings
+            raise ConfigError(
+                "sequenced_topic",
+                f"shard {shard} has answered sequenced offsets up to {answered_until}, but sequenced_topic "
+                f"{s.sequenced_topic!r} of this judge ends at {self.sequenced_end}: the shards read another "
+                "sequenced topic. Give the judge the shards' sequenced_topic (a new shard set and its judge read "
+                "the running set's, see docs/scale-out.md)",
+            )
 
     def _ready_batches(self) -> list[SequencedBatch]:
         """The batches every shard has answered past, oldest first, up to a step's worth of documents."""

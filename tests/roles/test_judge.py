@@ -12,7 +12,7 @@ from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.engine.sharding import ShardAnswer, ShardDetector, sequence_keys
-from stream_dedup.errors import ChangelogError
+from stream_dedup.errors import ChangelogError, ConfigError
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.lsh import IndexedBatch
@@ -145,3 +145,37 @@ def test_a_damaged_record_names_its_topic_partition_and_offset() -> None:
         judge.step({ANSWERS[1]: [Record(12, value[:-1])]})
     with pytest.raises(ChangelogError, match=f"topic '{SETTINGS.sequenced_topic}' partition 0 offset 3: .*sequenced"):
         judge.step({SEQUENCED: [Record(3, b"SDCL\x02" + b"\xff" * 4)]})
+
+
+class _EndingConsumer(_Consumer):
+    """A consumer whose sequenced topic ends at ``end`` (the fetches have seen ``highwater`` of it)."""
+
+    def __init__(self, end: int, highwater: int | None = None) -> None:
+        super().__init__()
+        self.end = end
+        self.seen = highwater
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        return self.seen
+
+    def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return dict.fromkeys(partitions, self.end)
+
+
+def test_answers_past_the_end_of_the_judges_sequenced_topic_stop_it_naming_sequenced_topic() -> None:
+    """A judge given another sequenced topic than its shards' (a new shard set's judge started with the new
+    group_id alone reads an empty ``G'.sequenced``) would wait for ever for batches that never come."""
+    judge = Judge(SETTINGS)
+    judge.take_over(_EndingConsumer(end=0), [SEQUENCED, *ANSWERS])  # type: ignore[arg-type]
+
+    with pytest.raises(ConfigError, match=r"sequenced_topic.*shard 0 has answered sequenced offsets up to 7"):
+        judge.step({ANSWERS[0]: [Record(0, answer_record(0, 0, 7, []))]})
+
+
+def test_answers_within_the_judges_sequenced_topic_are_read_as_ever() -> None:
+    """Shards ahead of what the judge has fetched are not refused: the topic's end is asked before refusing."""
+    judge = Judge(SETTINGS)
+    judge.take_over(_EndingConsumer(end=9, highwater=3), [SEQUENCED, *ANSWERS])  # type: ignore[arg-type]
+
+    assert judge.step({ANSWERS[k]: [Record(0, answer_record(k, 0, 9, []))] for k in range(2)}) is None
+    assert judge.progress == {0: 9, 1: 9}
