@@ -51,6 +51,7 @@ from kafka.errors import OffsetOutOfRangeError
 
 from stream_dedup.engine.sharding import ShardAnswer, ShardDetector
 from stream_dedup.engine.snapshot import load_shard_snapshot
+from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.clients import topic_id
 from stream_dedup.kafka.record_fit import OutgoingRecord
@@ -230,10 +231,32 @@ class Shard(RoleWork):
 
         A batch of no document (a worker's changelog holds some) changes no index and has no answer.
         """
+        self._check_input_topic(batch)
         documents = batch.entry.documents
         answer = self.index.answer(documents, batch.keys, texts) if documents.ids else None
         self.covered = batch.offset + 1
         return answer
+
+    def _check_input_topic(self, batch: SequencedBatch) -> None:
+        """Refuse a batch read from another input topic than ``input_topic``, where the shard reads texts again.
+
+        A pair near the threshold is settled by the two records' texts, read at
+        the batch's sources (partition, offset) in the shard's ``input_topic``:
+        in another topic those are other records, or none, and the pair would
+        be judged by unrelated texts or left to the estimate, without a word.
+        The worker refuses a changelog of another input the same way
+        (``worker.replay``). A method that settles nothing by text reads no input.
+        """
+        if self.texts is None or batch.entry.input_topic == self.settings.input_topic:
+            return
+        s = self.settings
+        raise ConfigError(
+            "input_topic",
+            f"sequenced_topic {s.sequenced_topic!r} holds documents read from input topic "
+            f"{batch.entry.input_topic!r} (offset {batch.offset}), but this shard reads texts again from "
+            f"input_topic {s.input_topic!r}: give the shards the signers' input_topic (a worker's changelog, its "
+            "input_topic)",
+        )
 
     def stand_by(self, consumer: KafkaConsumer) -> None:
         """Keep a warm copy: index what the active replica has committed, then snapshot when due.
