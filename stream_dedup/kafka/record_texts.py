@@ -79,6 +79,8 @@ FETCH_SECONDS_PER_BATCH = 60.0
 #: Tries of its batch after which a record that the brokers answer for but do not give is taken as gone:
 #: ten sessions' backoff (1 s doubling to 30 s) is about three minutes.
 TRIES_BEFORE_GONE = 10
+#: Seconds between two warnings of records that are there but hold no document under this run's reading.
+_UNREAD_WARNING_SECONDS = 600.0
 #: A partition's span of an expected batch is read at once if it holds at most this many times the
 #: batch's documents there, plus _SPAN_EXTRA records (transaction markers, other readers' records);
 #: a sparser one is fetched record by record.
@@ -142,6 +144,7 @@ class RecordTexts:
         self._reads: Counter[str] = Counter()
         #: (partition, offset) -> tries in a row that the record was not given (see TRIES_BEFORE_GONE).
         self._not_given: Counter[tuple[int, int]] = Counter()
+        self._unread_warned_at = -_UNREAD_WARNING_SECONDS
 
     def keep(self, records: Sequence[Any]) -> None:
         """The records of the batch being judged, consumed already: their texts will need no fetch, now or later."""
@@ -180,7 +183,7 @@ class RecordTexts:
         Raises ``KafkaError`` if a record could not be read now (see the module docstring).
         """
         deadline = time.monotonic() + FETCH_SECONDS_PER_BATCH
-        return [self._text(self._value(pointer, deadline)) for pointer in sources.tolist()]
+        return [self._text(pointer, self._value(pointer, deadline)) for pointer in sources.tolist()]
 
     def close(self) -> None:
         for lookup in (self._lookup, self._span_lookup):
@@ -190,12 +193,40 @@ class RecordTexts:
         if self._spool is not None:
             self._spool.close()
 
-    def _text(self, kept: bytes | None) -> str | None:
+    def _text(self, pointer: int, kept: bytes | None) -> str | None:
         if kept is None:
             return None
         if kept[:1] == _TEXT:
             return kept[1:].decode("utf-8")
-        return document_text(kept[1:], self._reading)
+        text = document_text(kept[1:], self._reading)
+        if text is None:
+            self._warn_unread(pointer)
+        return text
+
+    def _warn_unread(self, pointer: int) -> None:
+        """Say (every ten minutes at most) that a document indexed earlier is no document under this reading.
+
+        It was read as one when it was judged: its reader read it otherwise
+        (a text_field, input_format or max_document_bytes changed since, or a
+        shard's that differ from the signers'), and the pairs with it are
+        judged by their estimate, where an operator would expect the texts.
+        """
+        now = time.monotonic()
+        if now - self._unread_warned_at < _UNREAD_WARNING_SECONDS:
+            return
+        self._unread_warned_at = now
+        partition, offset = match_coordinates(pointer)
+        log.warning(
+            "input record %d:%d of %s holds no document under this run's input_format=%s, text_field=%r, "
+            "max_document_bytes=%d, though it was judged as one: it was read with other settings (changed since, "
+            "or a shard's that differ from its signers'); pairs with such records are judged by their estimate",
+            partition,
+            offset,
+            self._topic,
+            self._reading.input_format,
+            self._reading.text_field,
+            self._reading.max_document_bytes,
+        )
 
     def kept_bytes(self) -> dict[str, int]:
         """Bytes the kept texts take now, by place (:data:`TEXT_PLACES`): memory, and disk (0 without a spool)."""
