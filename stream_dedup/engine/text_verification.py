@@ -69,7 +69,7 @@ def hiding_pairs(
     for ``n`` filled of ``K`` bins. A near-copy below the threshold differs
     by at least ``(1 - t) n`` shingles; when all hide, the sketches are
     identical and the estimate says 1, far outside the ambiguous band
-    (measured: a 5-character text and the same with a letter added, Jaccard
+    (measured: a 7-character text and the same with a letter added, Jaccard
     0.75, came out identical about once in 300). Under
     :func:`hiding_bound` filled bins that chance is above 1e-9, and such a
     pair is settled by its texts like an ambiguous one; an exact copy then
