@@ -39,13 +39,11 @@ class InputIdentity:
 
         Brokers older than Kafka 2.8 send no ids: nothing is checked then.
         """
-        self._note(topic_id(consumer, self.topic))
+        self.remember(topic_id(consumer, self.topic))
 
-    def remember(self, judged: str | None) -> None:
-        """Note the id the changelog or a snapshot says the judged offsets are of (None: they do not say)."""
-        self._note(judged)
-
-    def _note(self, found: str | None) -> None:
+    def remember(self, found: str | None) -> None:
+        """Note an id the input has (the brokers say) or had (the changelog or a snapshot says the judged offsets
+        are of); None: they do not say. Raises :class:`RecreatedInputError` if it is not the one noted first."""
         if found is None:
             return
         if self._seen is None:
