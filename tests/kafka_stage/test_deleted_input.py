@@ -6,6 +6,7 @@ import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -73,14 +74,20 @@ def check_the_loss_said(caplog: pytest.LogCaptureFixture, deleted: DeletedCount)
     assert deleted.by_partition == {0: 11}
 
 
-def test_records_deleted_before_a_restart_are_named_in_a_warning_and_counted(
-    stage: Stage, caplog: pytest.LogCaptureFixture
-) -> None:
-    corpus = clear_corpus(60, 60)
+def first_sixty_judged(stage: Stage, corpus: list[tuple[str, int]]) -> int:
+    """The corpus's first 60 documents produced and judged by a stage that then stops; their time base (ms)."""
     now = int(time.time() * 1000)
     produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60), now))
     with worker_thread(stage.settings(batch_size=20)):
         read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    return now
+
+
+def test_records_deleted_before_a_restart_are_named_in_a_warning_and_counted(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = clear_corpus(60, 60)
+    now = first_sixty_judged(stage, corpus)
     delete_unread_records(stage, corpus, now)
     deleted = DeletedCount()
     with (
@@ -204,14 +211,11 @@ def test_a_stage_started_after_its_input_was_created_again_stops_rather_than_ski
     # Before: only a running process knew the old id. One started later read the new topic from the old
     # positions (offset 20 of each partition): 60 of the 150 new documents never got a verdict.
     corpus = clear_corpus(210, 0)
-    now = int(time.time() * 1000)
-    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60), now))
-    with worker_thread(stage.settings(batch_size=20)):
-        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    now = first_sixty_judged(stage, corpus)
     recreate_topic(stage.bootstrap, stage.input_topic, 3)
     produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60, 210), now))
     # Kept: the final snapshot covers every batch, so the id comes from it; lost: from the changelog.
-    lost: dict[str, object] = {"snapshot_dir": tmp_path / "empty-disk"} if snapshots == "lost" else {}
+    lost: dict[str, Any] = {"snapshot_dir": tmp_path / "empty-disk"} if snapshots == "lost" else {}
     failure = failure_of(stage.settings(batch_size=20, **lost))
     assert isinstance(failure, RecreatedInputError)
     assert f"input_topic {stage.input_topic!r} was deleted and created again" in str(failure)
