@@ -91,8 +91,9 @@ def _heading(readings: _Readings, role: str, reason: str) -> str:
 
 
 def _figures(readings: _Readings, samples: Sequence[Sample], now: float) -> list[Figure]:
+    # Every verdict kind is a document judged (contained, contains with containment on), as on the dashboard.
     duplicates = readings.value("stream_dedup_documents_total", verdict="duplicate")
-    documents = readings.value("stream_dedup_documents_total", verdict="unique") + duplicates
+    documents = readings.total("stream_dedup_documents_total")
     share = duplicates / documents if documents else None
     last_minute = recent_rate(samples)
     lag = readings.series("stream_dedup_consumer_lag_records")

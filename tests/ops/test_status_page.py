@@ -118,6 +118,26 @@ def test_the_page_shows_the_numbers_metrics_exposes(stage: Stage) -> None:
     assert shown.tables["lag-table"] == [["documents", "0", "12"], ["documents", "1", "30"]]
 
 
+def test_containment_verdicts_count_as_documents_judged_as_on_metrics(stage: Stage) -> None:
+    stage.health.set_role("active")
+    for _ in range(12):  # a minute: 100 documents every 5 s, of them 40 contained, 20 contains, 10 duplicates
+        stage.history.sample_if_due()
+        for verdict, count in (("unique", 30), ("duplicate", 10), ("contained", 40), ("contains", 20)):
+            stage.metrics.documents.labels(verdict).inc(count)
+        stage.clock.now += 5.0
+    stage.history.sample_if_due()
+
+    shown, values = page(stage), metrics_values(stage.server)
+
+    judged = sum(
+        scraped(values, "stream_dedup_documents_total", verdict=v)
+        for v in ("unique", "duplicate", "contained", "contains")
+    )
+    assert shown.value("documents") == judged == 1_200
+    assert shown.value("duplicate-share") == pytest.approx(0.1)
+    assert shown.value("throughput") == pytest.approx(20.0)
+
+
 def test_the_charts_draw_one_point_per_sample_interval(stage: Stage) -> None:
     stage.active()
 
