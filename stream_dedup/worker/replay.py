@@ -89,6 +89,7 @@ class ChangelogReplay:
     def catch_up(self, detector: DuplicateDetector, stall_seconds: float = 300.0) -> int:
         """Apply everything committed up to now; return the documents applied.
 
+        Each poll that moves the position is a heartbeat (``/healthz``).
         Raises :class:`ReplayTimeoutError` if the position stops moving for
         ``stall_seconds``: a replay that moves is never cut short, however
         long it takes (a full replay of a large index without a snapshot
@@ -117,6 +118,10 @@ class ChangelogReplay:
             moved_to = self._consumer.position(self.partition)
             if moved_to > position:
                 position, deadline = moved_to, time.monotonic() + stall_seconds
+                # A replay that moves is the process at work: without this, /healthz said "stalled" 60 s
+                # into any restore, and a pod's liveness probe killed a restore longer than about two
+                # minutes (the startup probe had passed at once), over and over. A stuck one is cut above.
+                self.events.heartbeat()
         return applied
 
     def apply_available(self, detector: DuplicateDetector) -> int:

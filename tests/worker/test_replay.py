@@ -15,8 +15,12 @@ from stream_dedup.kafka import clients
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.lsh import IndexedBatch
+from stream_dedup.ops.http import Health, OpsServer
+from stream_dedup.ops.metrics import WorkerMetrics
+from stream_dedup.ops.runtime import MetricsEvents
 from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay, ReplayStoppedError
+from tests.ops.test_http import get
 
 
 class CrawlingConsumer:
@@ -62,6 +66,19 @@ def test_a_replay_that_keeps_moving_outlasts_the_stall_time(
     started = time.monotonic()
     assert changelog.catch_up(make_detector(DetectionConfig()), stall_seconds=0.2) == 0
     assert time.monotonic() - started > 0.5  # 12 polls of 0.05 s: longer than 0.2 s in all, never 0.2 s still
+
+
+def test_a_restore_whose_replay_keeps_moving_is_alive_for_the_liveness_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clients, "KafkaConsumer", CrawlingConsumer)
+    monkeypatch.setattr(CrawlingConsumer, "step", 1)
+    metrics, health = WorkerMetrics(), Health(liveness_timeout_seconds=0.3)
+    events = MetricsEvents(metrics, health)
+    replay = ChangelogReplay(KafkaConnection("127.0.0.1:9"), "changelog", "documents", "", 0, {}, events)
+
+    with OpsServer("127.0.0.1", 0, metrics, health) as server:
+        replay.catch_up(make_detector(DetectionConfig()), stall_seconds=5.0)  # 12 polls of 0.05 s: 0.6 s in all
+
+        assert get(server, "/healthz").status == 200
 
 
 def test_a_replay_that_stops_moving_is_cut_after_the_stall_time(
