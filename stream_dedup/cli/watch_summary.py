@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from stream_dedup.cli.terminal_text import Style, counted
 from stream_dedup.cli.verdict_lines import ShownText, texts_lines
 from stream_dedup.cli.watched_records import DeadLetterRecord, VerdictRecord, WatchedRecord
+from stream_dedup.text.shown import printable
 
 #: Duplicates kept as candidate examples (the first ones read): bounds memory on a long watch.
 EXAMPLE_CANDIDATES = 1000
@@ -155,7 +156,8 @@ def render_summary(
     duplicates = counted(f.duplicates, "duplicate")
     lines.append(f"  documents     {f.documents} judged: {unique} unique, {duplicates}{rate}{containment}")
     if dead_letters_read:
-        reasons = ", ".join(f"{reason} {count}" for reason, count in f.dead_letter_reasons.items())
+        # A reason is a header of the record read: escaped as on the dead letter's own line.
+        reasons = ", ".join(f"{printable(reason)} {count}" for reason, count in f.dead_letter_reasons.items())
         lines.append(f"  dead letters  {f.dead_letters}" + (f" ({reasons})" if reasons else ""))
     else:
         lines.append("  dead letters  not read (watch --dead-letters reads the dead-letter topic too)")

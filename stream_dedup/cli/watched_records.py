@@ -8,6 +8,7 @@ reason header the stage adds to every one.
 """
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeGuard, get_args
 
@@ -105,7 +106,16 @@ def _verdict(value: bytes | None, timestamp: int) -> VerdictRecord | None:
 
 
 def _is_number_or_none(value: object) -> bool:
-    return value is None or (not isinstance(value, bool) and isinstance(value, int | float))
+    """None, or a finite number: the stage writes no other similarity or containment.
+
+    Python's JSON reads ``NaN``, ``Infinity`` and ``1e999`` as floats; a record
+    holding one is no verdict of the stage's (printed as it is, as other
+    records are), and taken as one it ended ``--summary`` in a traceback
+    (its similarity bins are integers).
+    """
+    if value is None:
+        return True
+    return not isinstance(value, bool) and isinstance(value, int | float) and math.isfinite(value)
 
 
 def _is_id(value: object) -> bool:

@@ -1,5 +1,6 @@
 """``watch --summary``: figures that add up, quantiles by the book, examples spread over the similarities."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -138,3 +139,21 @@ def test_containment_verdicts_are_counted_apart_from_duplicates() -> None:
     assert summary.similarities == [0.9]
     lines = render_summary(summary, [], [], Style(colour=False), dead_letters_read=False)
     assert lines[1] == "  documents     5 judged: 1 unique, 1 duplicate (20.0%), 2 contained, 1 contains"
+
+
+def test_a_dead_letter_reason_cannot_drive_the_terminal_from_the_summary() -> None:
+    summary = WatchSummary()
+    summary.add(DeadLetterRecord("\x1b[2J\x1b]0;owned\x07\u202eevil", "error", None))
+    lines = render_summary(summary, [], [], Style(colour=False), dead_letters_read=True)
+    assert lines[2] == "  dead letters  1 (\\x1b[2J\\x1b]0;owned\\x07\\u202eevil 1)"
+
+
+@pytest.mark.parametrize("similarity", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_a_record_with_a_similarity_no_number_is_another_record_and_the_summary_still_ends(similarity: str) -> None:
+    value = verdict_value("d0", "orig", 0.5, source=(0, 1, T0), match=(0, 0)).replace(b"0.5", similarity.encode())
+    summary = WatchSummary()
+    summary.add(watched_record(consumed(value, timestamp=T0 + 100)))
+    summary.add(_verdict("d1", 0.9))
+    lines = render_summary(summary, [], [], Style(colour=False), dead_letters_read=False)
+    assert lines[1] == "  documents     1 judged: 0 unique, 1 duplicate (100.0%)"
+    assert "  other records 1 (neither verdicts nor dead letters)" in lines
