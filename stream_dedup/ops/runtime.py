@@ -41,6 +41,21 @@ class MetricsEvents(WorkerEvents):
     def role_changed(self, role: Role, reason: str) -> None:
         self.metrics.set_role(role)
         self.health.set_state(role in ("active", "standby"), role, reason)
+        if role == "restoring":
+            self._holds_nothing()
+
+    def _holds_nothing(self) -> None:
+        """A restoring replica holds no partition: its session's consumer is closed, or not made yet.
+
+        Why: after a Kafka error the replica restores (or waits for the brokers) for as long as they
+        stay away, and the last session's lag series and partition count stood meanwhile: a replica
+        that held nothing said it held every partition, beside the standby that took them over, the
+        alerts summed its frozen lag with the new active's (a false StreamDedupNoProgress once the
+        input went quiet), and the status page showed that lag as a fact.
+        """
+        self.metrics.assigned_partitions.set(0)
+        self.metrics.consumer_lag.clear()
+        self.metrics.buffered_records.set(0)
 
     def batch_committed(self, report: BatchReport) -> None:
         m = self.metrics

@@ -289,6 +289,23 @@ def test_buffered_records_are_what_the_last_poll_left_and_none_after_a_rebalance
     assert sample(metrics, "stream_dedup_buffered_records") == 0
 
 
+def test_a_replica_restoring_after_a_kafka_error_holds_no_partition_and_has_no_lag() -> None:
+    metrics = WorkerMetrics()
+    events = MetricsEvents(metrics, Health())
+    events.role_changed("standby", "joining the group")
+    events.partitions_assigned(3)
+    events.role_changed("active", "processing 3 partitions")
+    events.lag_measured({("documents", 0): 40_000, ("documents", 1): 12, ("documents", 2): 0})
+    events.records_buffered(900, 0)
+
+    events.role_changed("restoring", "restarting after a Kafka error")
+
+    assert sample(metrics, "stream_dedup_assigned_partitions") == 0
+    assert sample(metrics, "stream_dedup_buffered_records") == 0
+    text = generate_latest(metrics.registry).decode()
+    assert "stream_dedup_consumer_lag_records{" not in text
+
+
 def test_role_steps_fill_the_latency_batch_and_candidate_series_as_one_process_batches_do() -> None:
     metrics = WorkerMetrics()
     events = MetricsEvents(metrics, Health())
