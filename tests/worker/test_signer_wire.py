@@ -68,6 +68,9 @@ def test_a_response_gives_the_worker_what_signing_in_place_gives(batch: list[Con
     assert block_values(got.blocks) == block_values(signed.blocks)
     assert np.array_equal(got.signed.sketches, signed.signed.sketches)
     assert np.array_equal(got.signed.keys, signed.signed.keys)
+    # What settles pairs of a few shingles that hide in the sketch: lost on the wire, pipelined signing would not.
+    assert got.signed.filled_bins is not None and signed.signed.filled_bins is not None
+    assert np.array_equal(got.signed.filled_bins, signed.signed.filled_bins)
 
 
 @settings(max_examples=30, deadline=None)
