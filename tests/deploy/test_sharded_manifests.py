@@ -11,11 +11,13 @@ import pytest
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.worker.settings import WorkerSettings
 
-from .deployfiles import KUBERNETES, assert_ok, load_yaml_documents, require_module, run, tool
+from .deployfiles import KUBERNETES, PROMETHEUS, assert_ok, load_yaml_documents, require_module, run, tool
 
 yaml = require_module("yaml")
 
 SHARDED = KUBERNETES / "sharded"
+#: Not applied through kustomization.yaml: a CRD of the Prometheus Operator, which kubernetes-validate does not know.
+OPTIONAL_MANIFESTS = {"servicemonitor.yaml"}
 KUBERNETES_VERSIONS = ("1.30.0", "latest")
 ROLE_SETS = {"signer.yaml": "signer", "shard.yaml": "shard", "shard-standby.yaml": "shard", "judge.yaml": "judge"}
 
@@ -31,7 +33,9 @@ def validate(document: dict[str, Any], version: str) -> None:
 
 
 @pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
-@pytest.mark.parametrize("name", sorted(p.name for p in SHARDED.glob("*.yaml") if p.name != "kustomization.yaml"))
+@pytest.mark.parametrize(
+    "name", sorted(p.name for p in SHARDED.glob("*.yaml") if p.name not in {"kustomization.yaml", *OPTIONAL_MANIFESTS})
+)
 def test_sharded_manifest_matches_the_kubernetes_schema(name: str, version: str) -> None:
     for document in load_yaml_documents(SHARDED / name):
         validate(document, version)
@@ -43,7 +47,10 @@ def test_sharded_kustomization_renders_every_manifest_and_nothing_of_the_single_
     assert_ok(result)
     rendered = [doc for doc in yaml.safe_load_all(result.stdout) if doc]
     kustomization = yaml.safe_load((SHARDED / "kustomization.yaml").read_text(encoding="utf-8"))
-    assert set(kustomization["resources"]) == {p.name for p in SHARDED.glob("*.yaml")} - {"kustomization.yaml"}
+    assert set(kustomization["resources"]) == {p.name for p in SHARDED.glob("*.yaml")} - {
+        "kustomization.yaml",
+        *OPTIONAL_MANIFESTS,
+    }
     names = {(doc["kind"], doc["metadata"]["name"]) for doc in rendered}
     assert {name for kind, name in names if kind == "StatefulSet"} == {load(f)["metadata"]["name"] for f in ROLE_SETS}
     assert all(name.startswith("stream-dedup-") and "sharded" in name for kind, name in names if kind != "StatefulSet")
@@ -97,3 +104,26 @@ def test_pods_are_scraped_on_the_metrics_port_and_get_time_to_stop() -> None:
         assert container["ports"][0]["containerPort"] == settings.metrics_port
         assert spec["terminationGracePeriodSeconds"] > settings.shutdown_grace_seconds
         assert load(name)["spec"]["serviceName"] == load("service-headless.yaml")["metadata"]["name"]
+
+
+def test_the_service_monitor_scrapes_every_role_once_as_the_job_the_alerts_watch() -> None:
+    monitor, service = load("servicemonitor.yaml"), load("service-metrics.yaml")
+    assert monitor["apiVersion"] == "monitoring.coreos.com/v1" and monitor["kind"] == "ServiceMonitor"
+    selector = monitor["spec"]["selector"]["matchLabels"]
+    assert selector.items() <= service["metadata"]["labels"].items()
+    assert not selector.items() <= load("service-headless.yaml")["metadata"]["labels"].items(), (
+        "only the metrics Service, or each pod is scraped twice"
+    )
+    single_stage = load_yaml_documents(KUBERNETES / "servicemonitor.yaml")[0]["spec"]["selector"]["matchLabels"]
+    assert not single_stage.items() <= service["metadata"]["labels"].items(), "the single stage's monitor takes it too"
+    for name in ROLE_SETS:
+        assert service["spec"]["selector"].items() <= load(name)["spec"]["template"]["metadata"]["labels"].items()
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
+    assert service["spec"]["publishNotReadyAddresses"], "standbys and restoring pods are what some alerts watch"
+    # The job label comes from this Service label: the name docker-compose.yml's profile "sharded" is scraped
+    # under, so that alerts.yml and the dashboard see one sharded stage by one job name wherever it runs.
+    job = service["metadata"]["labels"][monitor["spec"]["jobLabel"]]
+    compose = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text(encoding="utf-8"))
+    assert job in {scrape["job_name"] for scrape in compose["scrape_configs"]}
+    assert job == "stream-dedup-sharded"
