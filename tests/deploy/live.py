@@ -3,7 +3,7 @@
 The binary is the one operators run (Debian's ``prometheus`` package, installed by
 ``scripts/validate-deploy.sh --install``); where it is missing a test skips, or fails under
 CI (see :func:`tests.deploy.deployfiles.missing`). The configuration is
-:func:`tests.deploy.promql.prometheus_config`: job ``stream-dedup``, the alert rules of
+:func:`tests.deploy.promql.prometheus_config`: job ``stream-dedup`` (or another), the alert rules of
 deploy/prometheus/alerts.yml, scrapes and rule evaluations every second.
 
 Example::
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from .deployfiles import tool
-from .promql import prometheus_config
+from .promql import JOB, prometheus_config
 
 _HTTP_TIMEOUT_SECONDS = 10.0
 
@@ -123,8 +123,9 @@ def running_prometheus(
     scrape_interval: str = "1s",
     timeout: float = 30.0,
     binary: str | None = None,
+    job: str = JOB,
 ) -> Iterator[PrometheusServer]:
-    """Prometheus scraping ``targets`` as job ``stream-dedup``, ready, stopped (and reaped) at the end.
+    """Prometheus scraping ``targets`` as ``job``, ready, stopped (and reaped) at the end.
 
     Config, TSDB and log live in ``directory``. The listen port is picked just before the
     start; a collision with another process shows as an early exit, with the log in the error.
@@ -132,7 +133,7 @@ def running_prometheus(
     """
     binary = binary or prometheus_binary()
     config = directory / "prometheus.yml"
-    config.write_text(prometheus_config(list(targets), scrape_interval=scrape_interval), encoding="utf-8")
+    config.write_text(prometheus_config(list(targets), scrape_interval=scrape_interval, job=job), encoding="utf-8")
     port = free_port()
     log_path = directory / "prometheus.log"
     with log_path.open("wb") as log:

@@ -11,7 +11,7 @@ series back:
   ``<signal> <comparison> <number>`` or such terms joined by ``and``; a signal is one term
   with its comparison stripped, so it returns series whether or not the alert would fire.
 - :func:`prometheus_config`: a Prometheus configuration that scrapes given targets as job
-  ``stream-dedup`` and loads ``deploy/prometheus/alerts.yml``, for a local Prometheus.
+  ``stream-dedup`` (or another) and loads ``deploy/prometheus/alerts.yml``, for a local Prometheus.
 
 Example::
 
@@ -41,8 +41,12 @@ DASHBOARD = REPO_ROOT / "deploy" / "grafana" / "dashboards" / "stream-dedup.json
 ALERTS = REPO_ROOT / "deploy" / "prometheus" / "alerts.yml"
 PROMETHEUS_CONFIG = REPO_ROOT / "deploy" / "prometheus" / "prometheus.yml"
 
-#: The job label that deploy/prometheus/alerts.yml selects on.
+#: The job of the single-process stage (docker-compose.yml, deploy/kubernetes/servicemonitor.yaml).
 JOB = "stream-dedup"
+#: The job of a sharded stage's roles (docker-compose.yml's profile "sharded",
+#: deploy/kubernetes/sharded/servicemonitor.yaml). The alert rules select neither but add up by job;
+#: StreamDedupDown, on ``up``, watches these two.
+SHARDED_JOB = "stream-dedup-sharded"
 
 #: Grafana's built-in interval variables and the value each gets outside Grafana.
 #: 1m holds at least 4 scrapes at the 10-15 s intervals used here, enough for rate().
@@ -251,8 +255,9 @@ def prometheus_config(
     scrape_interval: str = "1s",
     evaluation_interval: str | None = None,
     rule_file: Path = ALERTS,
+    job: str = JOB,
 ) -> str:
-    """A Prometheus configuration (YAML text) scraping ``targets`` as job ``stream-dedup``.
+    """A Prometheus configuration (YAML text) scraping ``targets`` as ``job`` (default ``stream-dedup``).
 
     The alert rules are loaded from ``rule_file`` by absolute path, so the file can be
     written anywhere. Scrape and evaluation intervals default to 1 s: a short test gets
@@ -265,7 +270,7 @@ def prometheus_config(
         },
         "rule_files": [str(Path(rule_file).resolve())],
         "scrape_configs": [
-            {"job_name": JOB, "metrics_path": "/metrics", "static_configs": [{"targets": list(targets)}]}
+            {"job_name": job, "metrics_path": "/metrics", "static_configs": [{"targets": list(targets)}]}
         ],
     }
     return yaml.safe_dump(config, sort_keys=False)

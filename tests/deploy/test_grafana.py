@@ -54,6 +54,17 @@ def test_dashboard_queries_use_only_defined_variables(dashboard: dict[str, Any])
                 assert target["expr"][: match.start()].endswith('=~"'), f"{panel['title']}: ${match.group(1)}"
 
 
+def test_dashboard_joins_match_series_of_one_job(dashboard: dict[str, Any]) -> None:
+    # With "All" jobs picked, an instance can be in two jobs: a pod scraped by its ServiceMonitor and by
+    # the prometheus.io/scrape annotations, or two stages sharing host names. Matched on the instance
+    # alone, one side finds two series: Prometheus refuses (many-to-many), and the panel shows nothing.
+    for query in promql.dashboard_queries():
+        for labels in re.findall(r"\bon\s*\(([^)]*)\)", query.expr):
+            names = {label.strip() for label in labels.split(",")}
+            if "instance" in names:
+                assert "job" in names, f"{query.name}: ({labels}) without job"
+
+
 def test_dashboard_layout_has_no_overlapping_panels(dashboard: dict[str, Any]) -> None:
     occupied: dict[tuple[int, int], str] = {}
     for panel in dashboard["panels"]:

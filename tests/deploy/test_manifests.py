@@ -181,7 +181,7 @@ def test_service_monitor_selects_the_metrics_service() -> None:
     ), "only the metrics Service, or each pod is scraped twice"
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] == "metrics" and endpoint["path"] == "/metrics"
-    # The alert rules select job="stream-dedup": the job label comes from this Service label.
+    # The job label comes from this Service label: the single-process stage's job, one StreamDedupDown watches.
     assert service["metadata"]["labels"][monitor["spec"]["jobLabel"]] == promql.JOB
 
 

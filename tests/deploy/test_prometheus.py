@@ -207,18 +207,37 @@ def test_prometheus_config_scrapes_both_compose_workers(compose_model: dict[str,
     assert config["rule_files"] == ["alerts.yml"]
 
 
-def test_prometheus_config_scrapes_every_role_of_the_sharded_profile_as_a_job_no_alert_watches() -> None:
+def test_prometheus_config_scrapes_every_role_of_the_sharded_profile_as_the_sharded_job() -> None:
     result = run(docker_compose(), "-f", str(COMPOSE), "--profile", "sharded", "config", "--format", "json")
     assert_ok(result)
     services = json.loads(result.stdout)["services"]
     roles = [service for service in services.values() if "sharded" in service.get("profiles", [])]
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text(encoding="utf-8"))
-    (job,) = [job for job in config["scrape_configs"] if job["job_name"] == "stream-dedup-sharded"]
+    (job,) = [job for job in config["scrape_configs"] if job["job_name"] == promql.SHARDED_JOB]
     targets = {target for static in job["static_configs"] for target in static["targets"]}
     assert len(roles) == 4
     assert targets == {f"{role['hostname']}:{METRICS_PORT}" for role in roles}
-    rules = (PROMETHEUS / "alerts.yml").read_text(encoding="utf-8")
-    assert "stream-dedup-sharded" not in rules and "job=~" not in rules
+    # Down whenever the profile is off: StreamDedupDown skips the targets so labelled.
+    assert all(static["labels"] == {"compose_profile": "sharded"} for static in job["static_configs"])
+
+
+def test_only_the_down_alert_selects_a_job_and_it_watches_both_stages() -> None:
+    # A job selector is a deployment's name: a rule with one watches nothing of a stage scraped under
+    # another (the sharded stage's roles, under docker-compose's job or the ServiceMonitor's).
+    for rule in promql.load_alert_rules():
+        selectors = re.findall(r"\bjob\s*(=~|=|!=|!~)\s*\"([^\"]*)\"", str(rule["expr"]))
+        if rule["alert"] == "StreamDedupDown":
+            assert selectors == [("=~", f"{promql.JOB}|{promql.SHARDED_JOB}")]
+            assert 'compose_profile=""' in rule["expr"]
+        else:
+            assert not selectors, f"{rule['alert']} selects {selectors}"
+
+
+@pytest.mark.parametrize("rule", promql.load_alert_rules(), ids=lambda rule: rule["alert"])
+def test_alerts_that_add_up_series_keep_each_stage_apart(rule: dict[str, Any]) -> None:
+    # sum() over every job would let the single stage's progress hide a stuck sharded one (and the reverse).
+    for grouping in re.findall(r"\b(?:sum|max|min|avg|count)\b\s*(by\s*\([^)]*\))?\s*\(", str(rule["expr"])):
+        assert re.fullmatch(r"by\s*\((?:.*,\s*)?job(?:\s*,.*)?\)", grouping), f"{rule['alert']}: {grouping or 'no by'}"
 
 
 def test_prometheus_config_helper_loads_the_alert_rules(tmp_path: Path) -> None:

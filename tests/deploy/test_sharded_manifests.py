@@ -15,6 +15,8 @@ from .deployfiles import KUBERNETES, PROMETHEUS, assert_ok, load_yaml_documents,
 
 yaml = require_module("yaml")
 
+from . import promql  # noqa: E402  (after the PyYAML check: promql needs it)
+
 SHARDED = KUBERNETES / "sharded"
 #: Not applied through kustomization.yaml: a CRD of the Prometheus Operator, which kubernetes-validate does not know.
 OPTIONAL_MANIFESTS = {"servicemonitor.yaml"}
@@ -126,4 +128,4 @@ def test_the_service_monitor_scrapes_every_role_once_as_the_job_the_alerts_watch
     job = service["metadata"]["labels"][monitor["spec"]["jobLabel"]]
     compose = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text(encoding="utf-8"))
     assert job in {scrape["job_name"] for scrape in compose["scrape_configs"]}
-    assert job == "stream-dedup-sharded"
+    assert job == promql.SHARDED_JOB
