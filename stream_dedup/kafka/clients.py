@@ -363,13 +363,3 @@ class SessionBackoff:
 
     def after_success(self) -> None:
         self._next = self.first
-
-
-def assigned_lag(consumer: KafkaConsumer) -> dict[tuple[str, int], int]:
-    """Records behind the end of each partition the consumer holds, by (topic, partition), from fetch metadata."""
-    behind = {}
-    for partition in consumer.assignment():
-        end = consumer.highwater(partition)
-        if end is not None:
-            behind[(partition.topic, partition.partition)] = max(0, end - consumer.position(partition))
-    return behind

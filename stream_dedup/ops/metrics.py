@@ -108,7 +108,7 @@ class WorkerMetrics:
         )
         self.consumer_lag = Gauge(
             "stream_dedup_consumer_lag_records",
-            "Records behind the partition's end.",
+            "Records of the partition not yet processed: from the last committed offset to its end.",
             ["topic", "partition"],
             registry=r,
         )

@@ -78,7 +78,7 @@ class Judge(RoleWork):
         #: When the oldest batch waiting for answers was read (the merge wait).
         self.waiting_since: float | None = None
 
-    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
+    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
         s = self.settings
         partitions = consumer.partitions_for_topic(s.answers_topic) or set()
         if len(partitions) != s.shards:
@@ -89,10 +89,13 @@ class Judge(RoleWork):
             )
         self._forget()
         self.consumer = consumer
-        for partition in assigned:
-            consumer.seek(
-                partition, committed_or_beginning(consumer, partition, self.settings.transaction_timeout_seconds)
-            )
+        resume = {
+            partition: committed_or_beginning(consumer, partition, s.transaction_timeout_seconds)
+            for partition in assigned
+        }
+        for partition, offset in resume.items():
+            consumer.seek(partition, offset)
+        return resume
 
     def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
         for partition, records in polled.items():

@@ -72,7 +72,6 @@ from stream_dedup.kafka.bounded_commit import MissingTopicError, commit_transact
 from stream_dedup.kafka.broker_limits import raise_if_timeout_refused
 from stream_dedup.kafka.clients import (
     SessionBackoff,
-    assigned_lag,
     close_producer,
     group_consumer,
     leave_group,
@@ -82,6 +81,7 @@ from stream_dedup.kafka.clients import (
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.kafka.membership import current_membership
+from stream_dedup.kafka.processed_lag import ProcessedLag
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.kafka.sending import Send, send_all
 from stream_dedup.roles.topics import ensure_role_topics
@@ -112,8 +112,12 @@ class RoleWork(ABC):
     limits: dict[str, SizeLimit]
 
     @abstractmethod
-    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
-        """The group gave this replica ``assigned``: position the consumer and reset what depends on it."""
+    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """The group gave this replica ``assigned``: position the consumer and reset what depends on it.
+
+        Returns where processing resumes in each partition (the group's committed offset): the role's lag
+        counts from there, whatever it reads again before it.
+        """
 
     @abstractmethod
     def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
@@ -255,6 +259,8 @@ class _Session:
         self.producer = producer
         self.consumer = consumer
         self.assignments = AssignmentNotes()
+        #: Lag from the offsets committed, not from those fetched: a judge holds batches until the shards answer.
+        self.lag = ProcessedLag()
         self._last_observed = 0.0
 
     def run(self) -> None:
@@ -283,6 +289,7 @@ class _Session:
                 continue
             # 3. Step, 4. one transaction for all it produced.
             started = time.perf_counter()
+            self.lag.given(polled)
             outgoing = self.work.step(polled)
             if outgoing is not None:
                 self.commit(outgoing)
@@ -317,11 +324,11 @@ class _Session:
             )
 
     def observe(self) -> None:
-        """Lag behind each held partition's end, and the role's own measures, at most once a second."""
+        """Records of each held partition not yet committed, and the role's own measures, at most once a second."""
         if time.monotonic() - self._last_observed < _OBSERVE_EVERY_SECONDS:
             return
         self._last_observed = time.monotonic()
-        self.events.lag_measured(assigned_lag(self.consumer))
+        self.events.lag_measured(self.lag.measure(self.consumer))
         self.work.observe(self.events)
 
     def take_over(self, assigned: list[TopicPartition]) -> None:
@@ -331,7 +338,7 @@ class _Session:
             self.events.role_changed("standby", "standby: another replica holds the partitions")
             log.info("standby for %s: another replica holds the partitions", self.settings.role_group_id)
             return
-        self.work.take_over(self.consumer, assigned)
+        self.lag.start(self.work.take_over(self.consumer, assigned))
         self.assignments.holding = True
         self.events.role_changed("active", f"{self.settings.role}: {len(assigned)} partitions")
         log.info("active: %s holds %d partitions", self.settings.role_group_id, len(assigned))
@@ -358,3 +365,4 @@ class _Session:
                 producer.abort_transaction()
             raise
         self.work.committed(outgoing)
+        self.lag.committed(outgoing.offsets)

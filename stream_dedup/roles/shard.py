@@ -123,7 +123,7 @@ class Shard(RoleWork):
         #: The group's committed offset as last asked by the standby, and when (monotonic).
         self._standby_target: tuple[int, float] | None = None
 
-    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
+    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
         s = self.settings
         committed = committed_or_beginning(consumer, self.partition, self.settings.transaction_timeout_seconds)
         # Held by this session before, the index is the prefix up to `covered`, all of it committed history
@@ -147,6 +147,7 @@ class Shard(RoleWork):
         )
         self._replay = (self.covered, 0, time.perf_counter())
         self._note_replay(0)
+        return {self.partition: committed}
 
     def restore(self, consumer: KafkaConsumer, committed: int) -> None:
         """The newest snapshot the sequenced topic can continue up to ``committed``, else an empty index."""

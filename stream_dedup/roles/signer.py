@@ -45,13 +45,14 @@ class Signer(RoleWork):
         #: Input records deleted before they were read (watched from the session's first assignment on).
         self.deleted: DeletedInput | None = None
 
-    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> None:
+    def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
         if self.deleted is None:
             self.deleted = DeletedInput(consumer, consumer)
-        for partition in assigned:
-            consumer.seek(
-                partition, committed_or_beginning(consumer, partition, self.settings.transaction_timeout_seconds)
-            )
+        timeout = self.settings.transaction_timeout_seconds
+        resume = {partition: committed_or_beginning(consumer, partition, timeout) for partition in assigned}
+        for partition, offset in resume.items():
+            consumer.seek(partition, offset)
+        return resume
 
     def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
         records = sorted((r for rs in polled.values() for r in rs), key=lambda r: (r.timestamp, r.partition, r.offset))

@@ -142,7 +142,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import MemberToRemove
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
@@ -161,6 +161,7 @@ from stream_dedup.kafka.clients import (
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.kafka.membership import current_membership
+from stream_dedup.kafka.processed_lag import ProcessedLag
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.batch import judge_batch
 from stream_dedup.worker.committer import BackgroundCommit
@@ -425,6 +426,8 @@ class _Session:
         #: The batch taken last, being read and signed while the one before it is judged and committed.
         signers = worker.signer_pool or LocalSigners(detector, s.input_reading())
         self.pipeline = SigningPipeline(signers, self.failures.offenders)
+        #: Lag from the offsets committed, not from those fetched: batches in flight are not processed yet.
+        self.lag = ProcessedLag()
         self._last_lag = 0.0
 
     def run(self) -> None:
@@ -460,6 +463,7 @@ class _Session:
             #    signing them; judge the batch signed meanwhile and commit it, in
             #    one transaction. Standby: what the active replica committed.
             if self.active:
+                self.lag.given(polled)
                 self.intake.add(polled)
                 self.judge(self.intake.next_batch())
                 if self.commits.finished:
@@ -550,6 +554,7 @@ class _Session:
         # Records fetched or taken before the takeover were dropped: the merge
         # starts empty, and a batch being signed is forgotten (never committed).
         self.intake.restart(assigned)
+        self.lag.start({tp: self.consumer.position(tp) for tp in assigned})
         self.pipeline.drop()
         self.active = True
         report_index(self.events, self.detector)
@@ -650,6 +655,7 @@ class _Session:
         judged, committed = done
         self.failures.succeeded(judged.records)
         self.positions.update(judged.after)
+        self.lag.committed({TopicPartition(self.settings.input_topic, p): o for p, o in judged.after.items()})
         # Our own changelog records are in the detector already: the replay must not apply them again.
         self.replay.skip_to(committed.changelog_offset, self.positions, self.worker.input_identity.seen)
         self.events.batch_committed(committed.report)
@@ -689,16 +695,11 @@ class _Session:
             log.warning("could not abort (the transaction times out on the broker): %r", abort_error)
 
     def report_lag(self) -> None:
-        """Records behind each assigned partition's end, at most once a second, when active."""
+        """Records of each assigned partition not yet committed, at most once a second, when active."""
         if not self.active or time.monotonic() - self._last_lag < _LAG_EVERY_SECONDS:
             return
         self._last_lag = time.monotonic()
-        lag = {}
-        for tp in self.consumer.assignment():
-            end = self.consumer.highwater(tp)
-            if end is not None:
-                lag[(tp.topic, tp.partition)] = max(0, end - self.consumer.position(tp))
-        self.events.lag_measured(lag)
+        self.events.lag_measured(self.lag.measure(self.consumer))
 
     def snapshot_if_due(self) -> None:
         """Start a background snapshot if one is due and none is being written."""

@@ -1,0 +1,67 @@
+"""ProcessedLag: lag from the offsets committed, the markers past the last record not counted once all is done."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kafka import TopicPartition
+
+from stream_dedup.kafka.processed_lag import ProcessedLag
+
+PARTITION = TopicPartition("documents", 0)
+
+
+@dataclass
+class Record:
+    offset: int
+
+
+@dataclass
+class Consumer:
+    """What ProcessedLag asks a consumer: its partitions, their ends and its positions."""
+
+    end: int
+    position_of: int
+    partitions: set[TopicPartition] = field(default_factory=lambda: {PARTITION})
+
+    def assignment(self) -> set[TopicPartition]:
+        return self.partitions
+
+    def highwater(self, partition: TopicPartition) -> int | None:
+        return self.end
+
+    def position(self, partition: TopicPartition) -> int:
+        return self.position_of
+
+
+def test_records_read_and_not_committed_are_lag() -> None:
+    lag = ProcessedLag()
+    lag.start({PARTITION: 100})
+    lag.given({PARTITION: [Record(o) for o in range(100, 130)]})
+    assert lag.measure(Consumer(end=130, position_of=130)) == {("documents", 0): 30}
+    lag.committed({PARTITION: 110})
+    assert lag.measure(Consumer(end=130, position_of=130)) == {("documents", 0): 20}
+
+
+def test_the_marker_after_the_last_committed_record_is_no_lag() -> None:
+    lag = ProcessedLag()
+    lag.start({PARTITION: 0})
+    lag.given({PARTITION: [Record(o) for o in range(10)]})  # offset 10 is the transaction's marker
+    lag.committed({PARTITION: 10})
+    assert lag.measure(Consumer(end=11, position_of=11)) == {("documents", 0): 0}
+
+
+def test_records_not_fetched_yet_are_lag_and_a_replay_before_the_committed_offset_is_not() -> None:
+    lag = ProcessedLag()
+    lag.start({PARTITION: 50})  # a shard reads again from 20 to rebuild its index; 50 is committed
+    lag.given({PARTITION: [Record(o) for o in range(20, 40)]})
+    assert lag.measure(Consumer(end=80, position_of=40)) == {("documents", 0): 30}
+
+
+def test_a_partition_of_unknown_end_or_not_held_is_left_out() -> None:
+    lag = ProcessedLag()
+    lag.start({PARTITION: 0})
+    assert lag.measure(Consumer(end=5, position_of=0, partitions=set())) == {}
+    unknown = Consumer(end=5, position_of=0)
+    unknown.highwater = lambda partition: None  # type: ignore[method-assign]
+    assert lag.measure(unknown) == {}

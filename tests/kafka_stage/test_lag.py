@@ -1,0 +1,111 @@
+"""Consumer lag on the real broker: the records a stage has not processed yet, fetched or not.
+
+A stage that has read records and is stuck before committing them (a hung commit, a judge
+waiting for the shards' answers) must show them as lag, or StreamDedupNoProgress, which
+needs lag, never fires. And a stage that has committed everything it was given lags by
+nothing, though the topics it reads hold transaction markers past its last record.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+from stream_dedup.worker import committer
+from stream_dedup.worker.events import WorkerEvents
+from tests.corpus import make_clustered_corpus
+
+from .stage import Stage, document_messages, produce, read_committed, role_threads, wait_until, worker_thread
+
+pytestmark = pytest.mark.kafka
+
+
+class LagReports(WorkerEvents):
+    """The lag last reported for each (topic, partition)."""
+
+    def __init__(self) -> None:
+        self._lag: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    def lag_measured(self, lag: dict[tuple[str, int], int]) -> None:
+        with self._lock:
+            self._lag.update(lag)
+
+    def of(self, topic: str) -> dict[int, int]:
+        with self._lock:
+            return {partition: records for (name, partition), records in self._lag.items() if name == topic}
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        partition = TopicPartition(topic, 0)
+        return int(consumer.end_offsets([partition])[partition])
+    finally:
+        consumer.close()
+
+
+def test_a_stage_whose_commit_hangs_lags_by_every_record_it_has_read_and_not_committed(
+    stage: Stage, topic_factory: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One partition, written without transactions: its end offset is the number of records.
+    stage.input_topic = topic_factory(partitions=1)
+    corpus = make_clustered_corpus(30, seed=5)
+    producer = KafkaProducer(bootstrap_servers=stage.bootstrap)
+    for _, value, _, timestamp in document_messages(corpus, partitions=1):
+        producer.send(stage.input_topic, value=value, partition=0, timestamp_ms=timestamp)
+    producer.flush(30)
+    producer.close()
+
+    hanging, release = threading.Event(), threading.Event()
+    commit_batch = committer.commit_batch
+
+    def hung_commit(*args: Any) -> Any:
+        hanging.set()
+        release.wait(120)
+        return commit_batch(*args)
+
+    monkeypatch.setattr(committer, "commit_batch", hung_commit)
+    reports = LagReports()
+    # One batch takes every record: the loop goes on polling and reporting while its commit hangs.
+    with worker_thread(stage.settings(batch_size=100, signing_processes=0), events=reports):
+        wait_until(hanging.is_set, 60, "the first batch's commit")
+        # Every record was fetched (and judged): only the commit is missing.
+        wait_until(lambda: reports.of(stage.input_topic) == {0: len(corpus)}, 30, f"a lag of {len(corpus)}")
+        release.set()
+        wait_until(lambda: reports.of(stage.input_topic) == {0: 0}, 30, "no lag once committed")
+    assert len(read_committed(stage.bootstrap, stage.output_topic, len(corpus))) == len(corpus)
+
+
+def test_a_judge_waiting_for_the_shards_lags_by_the_batches_it_holds_and_no_role_lags_once_all_is_judged(
+    stage: Stage,
+) -> None:
+    corpus = make_clustered_corpus(300, seed=9)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    roles = dict(batch_size=50, index_slots=6, shards=2)
+    signer = stage.settings("signer-1", role="signer", **roles)
+    sequenced = signer.sequenced_topic
+    signed, judged, answered = LagReports(), LagReports(), LagReports()
+    with (
+        role_threads(signer, events=signed),
+        role_threads(stage.settings("judge-1", role="judge", **roles), events=judged),
+    ):
+        # The signer has committed every document; the input's transaction markers are no lag.
+        wait_until(lambda: signed.of(stage.input_topic) == {0: 0, 1: 0, 2: 0}, 60, "the signer to sign all")
+        written = end_offset(stage.bootstrap, sequenced)
+        # No shard answers: the judge has read every batch and judged none, so none is processed.
+        wait_until(lambda: judged.of(sequenced) == {0: written}, 30, f"the judge to lag by {written}")
+        with role_threads(
+            stage.settings("shard-0", role="shard", shard_index=0, **roles),
+            stage.settings("shard-1", role="shard", shard_index=1, **roles),
+            events=answered,
+        ):
+            assert len(read_committed(stage.bootstrap, stage.output_topic, len(corpus))) == len(corpus)
+            wait_until(lambda: judged.of(sequenced) == {0: 0}, 30, "the judge to lag by nothing")
+            assert set(judged.of(signer.answers_topic).values()) == {0}
+            wait_until(lambda: answered.of(sequenced) == {0: 0}, 30, "the shards to lag by nothing")
+        assert signed.of(stage.input_topic) == {0: 0, 1: 0, 2: 0}
