@@ -30,6 +30,11 @@ the brokers refuse one of our timeouts     ``raise_if_timeout_refused`` in     "
 (their transaction.max.timeout.ms, or      ``RoleRunner.run``: exit 2, no new  'transaction_timeout_seconds'" (or
 group.min/max.session.timeout.ms)          session (each would be refused      'session_timeout_seconds'), naming
                                            the same)                           the brokers' setting
+another process under this replica's       ``raise_if_instance_taken`` (kafka. "stream-dedup: invalid setting
+instance_id (it fenced this one: its       instance_clash) in                  'instance_id': another process
+commit refused, and the group's member     ``RoleRunner.run``: exit 2, no new  joined group 'G' as instance_id
+for the id is another process's)           session (it would fence the other   'I' and fenced this one ..."
+                                           in turn, for ever)
 a written topic (output, dead-letter,      ``commit_transaction`` (kafka.      ERROR "the transaction cannot commit:
 unique) deleted while the role runs        bounded_commit) raises              output_topic 'T' does not exist";
                                            ``MissingTopicError``: new session, WARNING "... was deleted while the
@@ -80,6 +85,7 @@ from stream_dedup.kafka.clients import (
 )
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
+from stream_dedup.kafka.instance_clash import raise_if_instance_taken
 from stream_dedup.kafka.membership import current_membership
 from stream_dedup.kafka.processed_lag import ProcessedLag
 from stream_dedup.kafka.record_fit import SizeLimit
@@ -174,6 +180,8 @@ class RoleRunner:
         self.max_poll_records = max_poll_records
         #: Outlives sessions: an input topic created again under its name is refused (signers read it).
         self.input_identity = InputIdentity(settings.input_topic)
+        #: The member id this session's consumer was given at its last assignment (None before one).
+        self.member_id: str | None = None
         self._stop = threading.Event()
 
     def request_stop(self) -> None:
@@ -209,6 +217,8 @@ class RoleRunner:
                 # A timeout the brokers refuse would be refused again by every new session.
                 s = self.settings
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
+                # So would another process under our instance_id, which the next session would fence in turn.
+                raise_if_instance_taken(error, s.connection(), s.role_group_id, s.instance_id, self.member_id)
                 seconds = pause.after_failure(time.monotonic() - started)
                 log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
                 self.events.role_changed("restoring", "restarting after a Kafka error")
@@ -221,6 +231,7 @@ class RoleRunner:
     def _run_session(self) -> None:
         """Connect, loop; every client is closed on the way out, the last opened first."""
         s = self.settings
+        self.member_id = None
         work = self.make_work()
         with contextlib.ExitStack() as opened:
             opened.callback(work.close)
@@ -333,6 +344,7 @@ class _Session:
 
     def take_over(self, assigned: list[TopicPartition]) -> None:
         self.check_read_topics()
+        self.runner.member_id = self.consumer.group_metadata().member_id
         self.events.partitions_assigned(len(assigned))
         if not assigned:
             self.events.role_changed("standby", "standby: another replica holds the partitions")

@@ -42,6 +42,10 @@ the brokers refuse one of our timeouts     ``raise_if_timeout_refused`` in     "
 (their transaction.max.timeout.ms, or      ``Worker.run``: exit 2, no new      'transaction_timeout_seconds'" (or
 group.min/max.session.timeout.ms)          session (each would be refused      'session_timeout_seconds'), naming
                                            the same)                           the brokers' setting
+another process under this replica's       ``raise_if_instance_taken`` (kafka. "stream-dedup: invalid setting
+instance_id (it fenced this one: its       instance_clash) in ``Worker.run``:  'instance_id': another process
+commit refused, and the group's member     exit 2, no new session (it would    joined group 'G' as instance_id
+for the id is another process's)           fence the other in turn, for ever)  'I' and fenced this one ..."
 a record that cannot be processed (any     ``read_and_sign``: dead-letter      WARNING "dead letter (reason)",
 exception reading or signing it, too       topic, unchanged, with its reason   ``dead_letters_total{reason}``
 deep, too long an id)
@@ -160,6 +164,7 @@ from stream_dedup.kafka.clients import (
 )
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
+from stream_dedup.kafka.instance_clash import raise_if_instance_taken
 from stream_dedup.kafka.membership import current_membership
 from stream_dedup.kafka.processed_lag import ProcessedLag
 from stream_dedup.kafka.record_texts import RecordTexts
@@ -209,6 +214,8 @@ class Worker:
         self.texts: RecordTexts | None = None
         #: Outlives sessions too: an input topic created again under its name between two is refused.
         self.input_identity = InputIdentity(settings.input_topic)
+        #: The member id this session's consumer was given at its last assignment (None before one).
+        self.member_id: str | None = None
         self._stop = threading.Event()
         self._deadline: float | None = None
 
@@ -280,6 +287,8 @@ class Worker:
             except KafkaError as error:
                 # A timeout the brokers refuse would be refused again by every new session.
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
+                # So would another process under our instance_id, which the next session would fence in turn.
+                raise_if_instance_taken(error, s.connection(), s.group_id, s.instance_id, self.member_id)
                 seconds = pause.after_failure(time.monotonic() - started)
                 log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
                 # Not ready until a new session has restored: while the brokers stay away, the next
@@ -307,6 +316,7 @@ class Worker:
     def _run_session(self) -> None:
         """Restore, connect, loop; every client is closed on the way out, the last opened first."""
         s = self.settings
+        self.member_id = None
         with contextlib.ExitStack() as opened:
             replay = ChangelogReplay(
                 s.connection(),
@@ -516,6 +526,7 @@ class _Session:
     def take_over(self, assigned: list[Any]) -> None:
         """Become active (or stay standby if nothing was assigned)."""
         self.finish_commit()  # before the committed offsets and the changelog are read
+        self.worker.member_id = self.consumer.group_metadata().member_id
         self.events.partitions_assigned(len(assigned))
         if not assigned:
             self.active = False

@@ -7,11 +7,15 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from stream_dedup.errors import ConfigError
+from stream_dedup.roles.launch import role_runner
+from stream_dedup.worker.events import Role, WorkerEvents
 from tests.corpus import make_clustered_corpus
 
 from .broker import JarBroker
@@ -57,6 +61,88 @@ def test_standby_takes_over_when_the_active_replica_dies(stage: Stage, tmp_path:
             if worker.running():
                 worker.kill()
     check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+
+
+def test_two_processes_under_one_instance_id_stop_one_of_them_naming_the_setting(stage: Stage, tmp_path: Path) -> None:
+    """They fenced each other at every commit, for ever, each restart a restore and nothing saying why.
+
+    The one fenced stops (exit 2) naming ``instance_id``; the other judges on, every verdict published once.
+    """
+    corpus = make_clustered_corpus(3000, seed=33)
+    messages = document_messages(corpus, partitions=3)
+    timeouts = {"session_timeout_seconds": 6, "transaction_timeout_seconds": 5, "batch_size": 100}
+    twins = [
+        WorkerProcess(
+            stage.environment("twin", snapshot_dir=str(tmp_path / name), **timeouts), tmp_path / f"{name}.log"
+        )
+        for name in ("first", "second")
+    ]
+    twins[0].start()
+    wait_until(lambda: logged(twins[0], "active:"), 60, "the first to become active")
+    twins[1].start()
+    try:
+        wait_until(lambda: logged(twins[1], "active:"), 60, "the second to take the instance id's partitions")
+        for start in range(0, len(messages), 250):
+            produce(stage.bootstrap, stage.input_topic, messages[start : start + 250])
+            time.sleep(0.5)
+        wait_until(lambda: not all(twin.running() for twin in twins), 60, "one of the two to stop")
+        stopped, survivor = twins if not twins[0].running() else twins[::-1]
+        assert stopped.wait(5) == 2
+        said = [line for line in stopped.log_path.read_text().splitlines() if line.startswith("stream-dedup:")]
+        assert said and said[-1].startswith("stream-dedup: invalid setting 'instance_id': another process joined")
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+        assert survivor.running()
+    finally:
+        for twin in twins:
+            if twin.running():
+                twin.kill()
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+
+
+class Roles(WorkerEvents):
+    """The roles a runner has taken, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.taken: list[str] = []
+
+    def role_changed(self, role: Role, reason: str) -> None:
+        self.taken.append(role)
+
+
+def test_two_role_processes_under_one_instance_id_stop_one_of_them_naming_the_setting(stage: Stage) -> None:
+    """The same for a role (two signers here): the one fenced raises the settings error, the other signs on."""
+    settings = stage.settings("twin", role="signer", batch_size=20, session_timeout_seconds=6)
+    events = [Roles(), Roles()]
+    runners = [role_runner(settings, e) for e in events]
+    failures: dict[int, BaseException] = {}
+
+    def run(number: int) -> None:
+        try:
+            runners[number].run()
+        except BaseException as error:
+            failures[number] = error
+
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in (0, 1)]
+    threads[0].start()
+    try:
+        wait_until(lambda: "active" in events[0].taken, 60, "the first signer to become active")
+        threads[1].start()
+        wait_until(lambda: "active" in events[1].taken, 60, "the second to take the instance id's partitions")
+        messages = document_messages(make_clustered_corpus(600, seed=34), partitions=3)
+        for start in range(0, len(messages), 60):
+            produce(stage.bootstrap, stage.input_topic, messages[start : start + 60])
+            time.sleep(0.3)
+        wait_until(lambda: bool(failures), 60, "one of the two to stop")
+    finally:
+        for runner in runners:
+            runner.request_stop()
+        for thread in threads:
+            thread.join(60)
+    assert len(failures) == 1
+    (error,) = failures.values()
+    assert isinstance(error, ConfigError) and error.setting == "instance_id"
+    assert "another process joined group" in str(error) and settings.role_group_id in str(error)
 
 
 def test_sigterm_during_a_batch_exits_zero_with_a_snapshot_and_loses_nothing(stage: Stage, tmp_path: Path) -> None:
