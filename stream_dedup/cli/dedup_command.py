@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TextIO
 
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
-from stream_dedup.cli.flag_types import non_empty_text, whole_number
+from stream_dedup.cli.flag_types import field_setting, non_empty_text, whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
 from stream_dedup.cli.output_paths import refuse_clashes
 from stream_dedup.cli.progress import Progress
@@ -63,10 +63,16 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
         f"1 to {MAX_DOCUMENT_BYTES_LIMIT}, 100 MiB)",
     )
     parser.add_argument(
-        "--id-field", type=non_empty_text, default="id", help="record field holding the id (default: id)"
+        "--id-field",
+        type=field_setting,
+        default="id",
+        help="record field holding the id, or a JSON Pointer such as /meta/id (default: id)",
     )
     parser.add_argument(
-        "--text-field", type=non_empty_text, default="text", help="record field holding the text (default: text)"
+        "--text-field",
+        type=field_setting,
+        default="text",
+        help="record field holding the text, or a JSON Pointer such as /payload/body (default: text)",
     )
     add_detection_options(parser)
     parser.set_defaults(run=run)

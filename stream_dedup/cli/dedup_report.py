@@ -34,6 +34,7 @@ from stream_dedup.charts import Bar, Figure, bar_chart, html_figures, html_page,
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Verdict
 from stream_dedup.engine.documents import DocumentFields, read_json_document
+from stream_dedup.engine.field_paths import find_field
 
 #: Width of a similarity bin of the histogram.
 BIN_WIDTH = 0.01
@@ -186,5 +187,6 @@ def read_examples(lines: Iterable[str], wanted: set[int], id_field: str, text_fi
             # Checked again before json.loads: the file may have changed since the run.
             fields = read_json_document(line, id_field, text_field)
             if isinstance(fields, DocumentFields) and fields.id is not None:
-                found[number] = Example(fields.id, json.loads(line)[text_field])
+                text = find_field(json.loads(line), text_field)
+                found[number] = Example(fields.id, str(text))
     return found

@@ -12,6 +12,8 @@ import argparse
 import math
 from collections.abc import Callable
 
+from stream_dedup.engine.field_paths import check_field_setting
+from stream_dedup.errors import ConfigError
 from stream_dedup.worker.settings import KAFKA_NAME_RULE, is_kafka_name
 
 
@@ -74,3 +76,12 @@ def topic_name(raw: str) -> str:
     if raw and not is_kafka_name(raw):
         raise argparse.ArgumentTypeError(f"{raw!r} is not a valid Kafka topic name ({KAFKA_NAME_RULE})")
     return non_empty_text(raw)
+
+
+def field_setting(raw: str) -> str:
+    """A flag type: a JSON field name, or a JSON Pointer to a nested one (:mod:`stream_dedup.engine.field_paths`)."""
+    try:
+        check_field_setting("field", raw)
+    except ConfigError as error:
+        raise argparse.ArgumentTypeError(str(error).removeprefix("invalid setting 'field': ")) from None
+    return raw

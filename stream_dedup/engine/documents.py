@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from stream_dedup.engine.field_paths import MISSING, find_field
 from stream_dedup.text import DEFAULT_FOLDING, Folding, normalize
 
 #: Every reason a document can be refused for.
@@ -129,7 +130,9 @@ def _read_json_document(
         return Refusal("too_deep", "arrays and objects nested too deep to parse")
     if not isinstance(value, dict):
         return Refusal("not_an_object", f"expected a JSON object, got {type(value).__name__}")
-    doc_id = value.get(id_field)
+    doc_id = find_field(value, id_field)
+    if doc_id is MISSING:
+        doc_id = None
     if doc_id is not None:
         if isinstance(doc_id, bool) or not isinstance(doc_id, str | int) or doc_id == "":
             return Refusal("invalid_id", f"field {id_field!r} must be a non-empty string or an integer")
@@ -141,9 +144,9 @@ def _read_json_document(
         id_bytes = len(doc_id.encode("utf-8"))
         if id_bytes > max_id_bytes:
             return Refusal("id_too_long", f"field {id_field!r} is {id_bytes} bytes long; max_id_bytes={max_id_bytes}")
-    if text_field not in value:
+    text = find_field(value, text_field)
+    if text is MISSING:
         return Refusal("missing_text", f"field {text_field!r} must be a string; it is missing")
-    text = value[text_field]
     if not isinstance(text, str):
         return Refusal("invalid_text", f"field {text_field!r} must be a string, got {type(text).__name__}")
     return read_text_document(text, folding, f"field {text_field!r}", doc_id)

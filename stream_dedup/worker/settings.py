@@ -15,6 +15,7 @@ from typing import Literal, TypeVar
 
 from stream_dedup.bounds import check_number, check_whole_number
 from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.field_paths import check_field_setting
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.bounded_commit import WrittenTopics
@@ -174,8 +175,12 @@ class WorkerSettings(ConnectionSettings):
     input_format: InputFormat = _setting(
         "json", "json (an object per record) or text (the value is the text, the key the id)"
     )
-    id_field: str = _setting("id", "JSON field holding the document id (else the key, else topic:partition:offset)")
-    text_field: str = _setting("text", "JSON field holding the text")
+    id_field: str = _setting(
+        "id",
+        "JSON field holding the document id, or a JSON Pointer such as /meta/id (else the key, else "
+        "topic:partition:offset)",
+    )
+    text_field: str = _setting("text", "JSON field holding the text, or a JSON Pointer such as /payload/body")
     max_document_bytes: int = _setting(1 << 20, "larger record values go to the dead-letter topic")
     max_id_bytes: int = _setting(1024, "longer document ids (field or key) send the record to the dead-letter topic")
     batch_size: int = _setting(1000, "records per batch (and per transaction)")
@@ -278,8 +283,8 @@ class WorkerSettings(ConnectionSettings):
                 )
             if topic is not None:
                 written[topic] = name
-        if not self.id_field or not self.text_field:
-            raise ConfigError("id_field" if not self.id_field else "text_field", "must not be empty")
+        check_field_setting("id_field", self.id_field)
+        check_field_setting("text_field", self.text_field)
 
     def _check_numbers(self) -> None:
         for name, whole_range in _WHOLE_NUMBER_RANGES.items():

@@ -186,6 +186,26 @@ def test_a_match_names_the_line_it_came_from_even_when_ids_repeat(tmp_path: Path
     assert {r["format_version"] for r in records} == {2}
 
 
+def test_nested_ids_and_texts_are_read_by_json_pointer_and_shown_in_the_report(tmp_path: Path) -> None:
+    original = text(21)
+    (tmp_path / "in.jsonl").write_bytes(
+        jsonl(
+            {"meta": {"id": "first"}, "payload": {"body": original}},
+            {"meta": {"id": "copy"}, "payload": {"body": near_copy(original)}},
+        )
+    )
+    pointers = ["--id-field", "/meta/id", "--text-field", "/payload/body"]
+    result = run_cli("in.jsonl", *pointers, "--report", "report.html", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert [(v["id"], v["verdict"], v["duplicate_of"]) for v in verdicts(result.stdout)] == [
+        ("first", "unique", None),
+        ("copy", "duplicate", "first"),
+    ]
+    assert original[:40] in (tmp_path / "report.html").read_text()
+    refused = run_cli("in.jsonl", "--text-field", "/payload/~2", cwd=tmp_path)
+    assert refused.returncode == 2 and b"--text-field" in refused.stderr and b"JSON Pointer" in refused.stderr
+
+
 def test_integer_ids_are_accepted_and_written_as_strings(tmp_path: Path) -> None:
     (tmp_path / "in.jsonl").write_bytes(jsonl({"id": 17, "text": text(1)}, {"id": 18, "text": text(1)}))
 

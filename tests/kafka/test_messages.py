@@ -60,6 +60,16 @@ def test_field_names_are_configurable() -> None:
     assert isinstance(document, InputDocument) and document.id == "a1"
 
 
+def test_nested_fields_are_read_by_json_pointer_and_a_missing_one_is_a_dead_letter_naming_it() -> None:
+    value = b'{"meta": {"id": "m1"}, "payload": {"body": "Hello  World"}}'
+    document = read(value, key=b"k", id_field="/meta/id", text_field="/payload/body")
+    assert isinstance(document, InputDocument) and (document.id, document.text) == ("m1", "hello world")
+    reading = InputReading(text_field="/payload/body")
+    assert document_text(value, reading) == "hello world"
+    letter = read(b'{"payload": {"text": "hello"}}', text_field="/payload/body")
+    assert isinstance(letter, DeadLetter) and letter.reason == "missing_text" and "/payload/body" in letter.detail
+
+
 def test_plain_text_values() -> None:
     document = read("Grüße aus Köln".encode(), key=b"k1", input_format="text")
     assert isinstance(document, InputDocument) and (document.id, document.text) == ("k1", "grüsse aus köln")

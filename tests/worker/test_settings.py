@@ -171,6 +171,13 @@ def test_an_empty_snapshot_dir_is_refused_not_read_as_the_working_directory(
         resolve_settings(flags, {}, str(config))
 
 
+@pytest.mark.parametrize("setting", ["id_field", "text_field"])
+def test_a_malformed_json_pointer_field_is_refused_naming_the_setting(setting: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(f"invalid setting {setting!r}: '/a/~x' is not a JSON Pointer")):
+        resolve_settings({setting: "/a/~x"}, {})
+    assert getattr(resolve_settings({setting: "/a/~1b"}, {}), setting) == "/a/~1b"
+
+
 def test_a_batch_wait_as_long_as_the_shutdown_grace_is_refused() -> None:
     with pytest.raises(ConfigError, match="'batch_timeout_ms': must be less than shutdown_grace_seconds x 1000 = 5000"):
         resolve_settings({"batch_timeout_ms": "5000", "shutdown_grace_seconds": "5"}, {})
