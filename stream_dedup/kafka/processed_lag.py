@@ -67,7 +67,10 @@ class ProcessedLag:
             if done is None or end is None:
                 continue
             if done >= self._given[partition]:
-                # Nothing held: what lies between the last record and the position is markers.
-                done = max(done, consumer.position(partition))
+                # Nothing held: what lies between the last record and the position is markers. The position
+                # as it stands: without a timeout, one being reset or validated (kafka-python starts that by
+                # itself once a leader's connection breaks) waits for the brokers as long as they stay away.
+                position = consumer.position(partition, timeout_ms=0)
+                done = max(done, position if position is not None else done)
             behind[(partition.topic, partition.partition)] = max(0, end - done)
         return behind

@@ -23,6 +23,8 @@ class Consumer:
     end: int
     position_of: int
     partitions: set[TopicPartition] = field(default_factory=lambda: {PARTITION})
+    #: A position being reset or validated: without a timeout, asking for it waits for the brokers.
+    unsettled: bool = False
 
     def assignment(self) -> set[TopicPartition]:
         return self.partitions
@@ -30,8 +32,9 @@ class Consumer:
     def highwater(self, partition: TopicPartition) -> int | None:
         return self.end
 
-    def position(self, partition: TopicPartition) -> int:
-        return self.position_of
+    def position(self, partition: TopicPartition, timeout_ms: int | None = None) -> int | None:
+        """kafka-python's: ``None`` within ``timeout_ms`` for a position the brokers must settle first."""
+        return None if self.unsettled and timeout_ms is not None else self.position_of
 
 
 def test_records_read_and_not_committed_are_lag() -> None:
@@ -65,3 +68,11 @@ def test_a_partition_of_unknown_end_or_not_held_is_left_out() -> None:
     unknown = Consumer(end=5, position_of=0)
     unknown.highwater = lambda partition: None  # type: ignore[method-assign]
     assert lag.measure(unknown) == {}
+
+
+def test_a_position_the_brokers_must_settle_is_not_waited_for_and_counts_nothing_past_the_commit() -> None:
+    lag = ProcessedLag()
+    lag.start({PARTITION: 100})
+    lag.given({PARTITION: [Record(o) for o in range(100, 130)]})
+    lag.committed({PARTITION: 130})
+    assert lag.measure(Consumer(end=131, position_of=131, unsettled=True)) == {("documents", 0): 1}
