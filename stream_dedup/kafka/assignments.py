@@ -4,7 +4,9 @@ kafka-python runs a rebalance listener inside ``poll()`` and swallows its
 errors, so the listener only takes notes; the loop reads them after the
 poll, where a failure ends the session as it should. It also notes since
 when a join has been waiting: kafka-python 3.0 can lose a join and never
-assign anything, which the loop then treats as a Kafka error.
+assign anything, which the loop then treats as a Kafka error; and when the
+last one completed, a word from the group coordinator
+(:mod:`stream_dedup.kafka.coordinator_silence`).
 """
 
 import time
@@ -15,11 +17,13 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 
 
 class AssignmentNotes(ConsumerRebalanceListener):  # type: ignore[misc]
-    """The latest assignment not yet taken, whether the partitions are held, and since when a join waits."""
+    """The latest assignment not yet taken, whether the partitions are held, since when a join waits, and when
+    the last one completed."""
 
     def __init__(self) -> None:
         self.holding = False
         self.joining_since: float | None = time.monotonic()
+        self.joined_at = time.monotonic()
         self._new: list[TopicPartition] | None = None
 
     def on_partitions_revoked(self, revoked: Any) -> None:
@@ -29,6 +33,7 @@ class AssignmentNotes(ConsumerRebalanceListener):  # type: ignore[misc]
     def on_partitions_assigned(self, assigned: Any) -> None:
         self._new = list(assigned)
         self.joining_since = None
+        self.joined_at = time.monotonic()
 
     def take(self) -> list[TopicPartition] | None:
         """The assignment made since the last call, once (``None`` if there was none)."""

@@ -52,6 +52,11 @@ under its name (signers read it)           (kafka.input_identity): exit 1      d
                                                                                stage ran"
 a record that is not ours, or of other     raised: the process exits 1         the message names the topic and the
 signature parameters or shard count                                            setting
+the group coordinator silent (its broker   ``_Session.check_coordinator``      ERROR "Kafka error, restarting the
+stopped, or cut off): kafka-python looks   raises ``CoordinatorSilentError``   session ...: CoordinatorSilentError:
+for it again and again, and the poll       when no heartbeat was answered for  no answer from the coordinator ...";
+returns nothing, on a standby as on an     3 x ``session_timeout_seconds``; a  role ``restoring`` (``/readyz`` 503)
+active replica                             new session rejoins                 until the brokers answer again
 kill -9                                    the broker aborts the open          a standby, or the restarted process,
                                            transaction                         takes the partitions
 SIGTERM, SIGINT                            ``request_stop``: step finished,    INFO "received SIGTERM", exit 0
@@ -83,6 +88,7 @@ from stream_dedup.kafka.clients import (
     log_offsets,
     transactional_producer,
 )
+from stream_dedup.kafka.coordinator_silence import check_heard_from_coordinator
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.kafka.instance_clash import raise_if_instance_taken
@@ -286,6 +292,7 @@ class _Session:
             polled = self.consumer.poll(timeout_ms=s.batch_timeout_ms)
             self.events.heartbeat()
             self.check_join()
+            self.check_coordinator()
             # 2. Take over first: what was polled with the assignment is fetched again after the role's seeks.
             assigned = self.assignments.take()
             if assigned is not None:
@@ -314,6 +321,14 @@ class _Session:
         limit = max(30.0, 3 * self.settings.session_timeout_seconds)
         if self.assignments.join_waited() > limit:
             raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
+
+    def check_coordinator(self) -> None:
+        """End the session if the group coordinator stopped answering (the brokers away), on a standby as on an
+        active replica: else a standby says it is ready through the outage (kafka.coordinator_silence)."""
+        if self.assignments.joining_since is None:
+            check_heard_from_coordinator(
+                self.consumer, self.assignments.joined_at, self.settings.session_timeout_seconds
+            )
 
     def check_read_topics(self) -> None:
         """End the session if a topic the role reads is gone, and the process if the input is a new topic of its

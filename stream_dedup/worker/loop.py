@@ -38,6 +38,11 @@ fetch failed, 60 s of reads)               in a new session; a record gone     a
                                            to the estimate
 a group join that never completes          ``_Session.check_join`` raises a    the same, after max(30 s, 3 x
 (kafka-python can lose one)                Kafka error                         ``session_timeout_seconds``)
+the group coordinator silent (its broker   ``_Session.check_coordinator``      ERROR "Kafka error, restarting the
+stopped, or cut off): kafka-python looks   raises ``CoordinatorSilentError``   session ...: CoordinatorSilentError:
+for it again and again, and the poll       when no heartbeat was answered for  no answer from the coordinator ...";
+returns nothing, on a standby as on an     3 x ``session_timeout_seconds``; a  role ``restoring`` (``/readyz`` 503)
+active replica with a quiet input          new session rejoins                 until the brokers answer again
 the brokers refuse one of our timeouts     ``raise_if_timeout_refused`` in     "stream-dedup: invalid setting
 (their transaction.max.timeout.ms, or      ``Worker.run``: exit 2, no new      'transaction_timeout_seconds'" (or
 group.min/max.session.timeout.ms)          session (each would be refused      'session_timeout_seconds'), naming
@@ -162,6 +167,7 @@ from stream_dedup.kafka.clients import (
     group_consumer,
     transactional_producer,
 )
+from stream_dedup.kafka.coordinator_silence import check_heard_from_coordinator
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.kafka.instance_clash import raise_if_instance_taken
@@ -384,6 +390,7 @@ class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
     def on_partitions_assigned(self, assigned: Any) -> None:
         self.session.new_assignment = list(assigned)
         self.session.awaiting_assignment_since = None
+        self.session.joined_at = time.monotonic()  # the coordinator answered the join
 
 
 class _Session:
@@ -421,6 +428,8 @@ class _Session:
         self.new_assignment: list[Any] | None = None
         #: Set while joining the group: kafka-python 3.0 can lose a join (see check_join).
         self.awaiting_assignment_since: float | None = time.monotonic()
+        #: When the last join completed: a word from the group coordinator (see check_coordinator).
+        self.joined_at = time.monotonic()
         #: Input partition -> next offset to read, as of the last committed batch.
         self.positions: dict[int, int] = {}
         #: The same as of the last batch judged: its commit may still be in flight.
@@ -457,8 +466,9 @@ class _Session:
             wait_ms = 0 if self.pipeline.in_flight else s.batch_timeout_ms
             polled = self.consumer.poll(timeout_ms=wait_ms, max_records=s.batch_size)
             self.events.heartbeat()
-            # 2. A join that never completes ends the session.
+            # 2. A join that never completes, or a coordinator silent too long, ends the session.
             self.check_join()
+            self.check_coordinator()
             # 3. Take over on a new assignment, before processing anything: records
             #    polled with it started from the committed offsets, and the takeover
             #    may seek elsewhere, so they are dropped and fetched again.
@@ -522,6 +532,13 @@ class _Session:
         limit = max(30.0, 3 * self.settings.session_timeout_seconds)
         if waited is not None and time.monotonic() - waited > limit:
             raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
+
+    def check_coordinator(self) -> None:
+        """End the session if the group coordinator stopped answering (the brokers away): else a standby
+        said it was ready through the outage, as did an active replica with a quiet input (kafka.coordinator_silence).
+        """
+        if self.awaiting_assignment_since is None:
+            check_heard_from_coordinator(self.consumer, self.joined_at, self.settings.session_timeout_seconds)
 
     def take_over(self, assigned: list[Any]) -> None:
         """Become active (or stay standby if nothing was assigned)."""

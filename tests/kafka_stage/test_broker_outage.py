@@ -1,21 +1,186 @@
-"""The broker away: what a replica reports meanwhile, and how it comes back."""
+"""The broker away for longer than the group's patience, under an active replica and its standby (or every role
+of a sharded stage, a standby shard among them).
+
+Neither replica may stay ready while it cannot reach Kafka: a standby that
+says "standby" with no broker is counted by a PodDisruptionBudget and keeps
+``StreamDedupNoStandby`` silent, though it could take over nothing. Both stay
+alive, and once the broker is back they are an active replica and a ready
+standby again, by themselves, and every record has one verdict, an
+uninterrupted run's. Nothing a replica measures meanwhile (its lag) waits for
+the broker.
+"""
 
 from __future__ import annotations
 
+import json
 import threading
+import urllib.error
+import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from stream_dedup.kafka.clients import KafkaConnection, partition_reader
 from stream_dedup.kafka.processed_lag import ProcessedLag
+from tests.corpus import make_clustered_corpus
+from tests.deploy.live import free_port
 
 from .broker import JarBroker
-from .stage import produce, wait_until
+from .stage import (
+    WorkerProcess,
+    check_exactly_once,
+    document_messages,
+    expected_verdicts,
+    produce,
+    read_committed,
+    role_processes,
+    wait_until,
+)
 from .test_failover import own_stage
+from .test_roles import SLOTS, check_one_process_verdicts_once
 
 pytestmark = pytest.mark.kafka
+
+#: 3 x 6 s of silence from the group coordinator ends a session: the outage is noticed within 18 s.
+SETTINGS = {"session_timeout_seconds": 6, "transaction_timeout_seconds": 5, "batch_size": 200}
+#: What a standby's ``/readyz`` says once the group gave it nothing.
+STANDING_BY = "standby: another replica holds the partitions"
+#: Longest wait for a replica to say it is not ready once the broker is gone (the limit, plus a poll or two).
+NOTICE_SECONDS = 30.0
+#: The same for the roles: a standby shard may be asking its group's committed offset as the broker goes, which
+#: gives up after transaction_timeout_seconds + 30 s (kafka.group_offsets).
+ROLES_NOTICE_SECONDS = SETTINGS["transaction_timeout_seconds"] + 30 + 10.0
+
+
+def get(port: int, path: str) -> tuple[int, str]:
+    """Status and body of ``GET path`` on a replica's ops server."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def readiness(port: int) -> dict[str, Any]:
+    """``/readyz`` as JSON, with its HTTP status as ``status``; ``{}`` while the server does not answer."""
+    try:
+        status, body = get(port, "/readyz")
+    except OSError:
+        return {}
+    return {"status": status, **json.loads(body)}
+
+
+def role_gauge(port: int) -> dict[str, float]:
+    """``stream_dedup_role`` by role, as the dashboards and ``StreamDedupNoStandby`` read it."""
+    _, body = get(port, "/metrics")
+    return {
+        sample.labels["role"]: sample.value
+        for family in text_string_to_metric_families(body)
+        for sample in family.samples
+        if sample.name == "stream_dedup_role"
+    }
+
+
+def test_a_broker_outage_makes_both_replicas_unready_and_both_come_back_publishing_each_verdict_once(
+    own_broker: JarBroker, tmp_path: Path
+) -> None:
+    stage = own_stage(own_broker, tmp_path)
+    corpus = make_clustered_corpus(3000, seed=38)
+    messages = document_messages(corpus, partitions=3)
+    ports = {"worker-1": free_port(), "worker-2": free_port()}
+    replicas = {
+        name: WorkerProcess(stage.environment(name, metrics_port=port, **SETTINGS), tmp_path / f"{name}.log")
+        for name, port in ports.items()
+    }
+    replicas["worker-1"].start()
+    wait_until(lambda: readiness(ports["worker-1"]).get("role") == "active", 60, "worker-1 to become active")
+    replicas["worker-2"].start()
+    # Its join completed, the group gave it nothing ("standby: joining the group" is ready too, but a lost join
+    # has a limit of its own).
+    wait_until(lambda: readiness(ports["worker-2"]).get("reason") == STANDING_BY, 60, "worker-2 to stand by")
+    assert readiness(ports["worker-2"])["status"] == 200
+    produce(stage.bootstrap, stage.input_topic, messages[:1500])
+    read_committed(stage.bootstrap, stage.output_topic, 1500, settle=0)
+
+    own_broker.stop()
+    wait_until(
+        lambda: all(readiness(port).get("status") == 503 for port in ports.values()),
+        NOTICE_SECONDS,
+        "both replicas to say they are not ready",
+    )
+    for name, port in ports.items():
+        assert readiness(port)["role"] == "restoring", name
+        assert get(port, "/healthz")[0] == 200, f"{name} must stay alive: a restart would find no broker"
+        assert role_gauge(port) == {"restoring": 1, "standby": 0, "active": 0, "stopping": 0}, name
+
+    own_broker.start()
+    produce(stage.bootstrap, stage.input_topic, messages[1500:])
+    records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=120)
+    wait_until(
+        lambda: (
+            sorted(readiness(port).get("role", "") for port in ports.values()) == ["active", "standby"]
+            and all(readiness(port)["status"] == 200 for port in ports.values())
+        ),
+        60,
+        "an active replica and a ready standby again",
+    )
+    gauges = [role_gauge(port) for port in ports.values()]
+    assert sum(g["standby"] for g in gauges) == 1 and sum(g["active"] for g in gauges) == 1
+    assert all(replica.running() for replica in replicas.values()), "no replica may have exited"
+    for replica in replicas.values():
+        replica.kill()
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+
+
+#: A sharded stage with a standby for its stateful role: one signer, shard 0 of 1 twice, one judge.
+ROLES = {
+    "signer-1": {"role": "signer"},
+    "shard-a": {"role": "shard", "shard_index": 0},
+    "shard-b": {"role": "shard", "shard_index": 0},
+    "judge-1": {"role": "judge"},
+}
+
+
+def test_a_broker_outage_makes_every_role_unready_and_each_comes_back_publishing_each_verdict_once(
+    own_broker: JarBroker, tmp_path: Path
+) -> None:
+    stage = own_stage(own_broker, tmp_path)
+    corpus = make_clustered_corpus(1500, seed=39)
+    messages = document_messages(corpus, partitions=3)
+    common = {**SETTINGS, "batch_size": 50, "shards": 1, "index_slots": SLOTS, "signing_processes": 0}
+    ports = {name: free_port() for name in ROLES}
+    for name, own in ROLES.items():  # one after the other: shard-a is active, shard-b its standby
+        role_processes(stage, tmp_path, {name: {**own, "metrics_port": ports[name]}}, **common)
+        wait_until(lambda p=ports[name]: readiness(p).get("status") == 200, 60, f"{name} to be ready")
+    wait_until(lambda: readiness(ports["shard-b"]).get("reason") == STANDING_BY, 60, "shard-b to stand by")
+    produce(stage.bootstrap, stage.input_topic, messages[:750])
+    read_committed(stage.bootstrap, stage.output_topic, 750, settle=0)
+
+    own_broker.stop()
+    wait_until(
+        lambda: all(readiness(port).get("status") == 503 for port in ports.values()),
+        ROLES_NOTICE_SECONDS,
+        "every role to say it is not ready",
+    )
+    for name, port in ports.items():
+        assert get(port, "/healthz")[0] == 200, f"{name} must stay alive: a restart would find no broker"
+        assert role_gauge(port) == {"restoring": 1, "standby": 0, "active": 0, "stopping": 0}, name
+
+    own_broker.start()
+    produce(stage.bootstrap, stage.input_topic, messages[750:])
+    records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=120)
+    wait_until(
+        lambda: (
+            sorted(readiness(ports[name]).get("role", "") for name in ("shard-a", "shard-b")) == ["active", "standby"]
+            and all(readiness(port)["status"] == 200 for port in ports.values())
+        ),
+        60,
+        "an active shard, a ready standby shard, and every role ready again",
+    )
+    check_one_process_verdicts_once(stage, records, f"{stage.group_id}.sequenced", len(corpus))
 
 
 def test_measuring_the_lag_waits_for_no_broker(own_broker: JarBroker, tmp_path: Path) -> None:
