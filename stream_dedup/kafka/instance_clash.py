@@ -11,13 +11,18 @@ each other for ever, each takeover a restore, the verdicts right but the
 throughput gone (measured: 3,000 documents over 60 s, each replica fenced
 five times, the restart pauses growing to 16 s) and nothing saying why.
 
-ProducerFencedError alone does not tell: the brokers also fence a producer
-whose transaction they timed out (a stalled commit), which a new session
-cures. The group tells: it lists one member per instance id. If the member
-holding ours is not the one this process joined as, another process holds
-the id now, and this one stops with a message naming the setting. The same
-message fits a replica that was replaced (paused or cut off past its
-session while a new process started under its name): it must stop too.
+A fenced member with nothing to commit hears no more from its coordinator
+(kafka-python stops heartbeating it), which ends its session after a while
+(:mod:`stream_dedup.kafka.coordinator_silence`): that too may be a fencing.
+
+Neither error alone tells: the brokers also fence a producer whose
+transaction they timed out (a stalled commit), and a coordinator falls
+silent when the brokers go away, which a new session cures. The group
+tells: it lists one member per instance id. If the member holding ours is
+not the one this process joined as, another process holds the id now, and
+this one stops with a message naming the setting. The same message fits a
+replica that was replaced (paused or cut off past its session while a new
+process started under its name): it must stop too.
 """
 
 import logging
@@ -27,6 +32,7 @@ from kafka.errors import FencedInstanceIdError, KafkaError, ProducerFencedError
 
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.coordinator_silence import CoordinatorSilentError
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +47,7 @@ def raise_if_instance_taken(
     be described (the brokers away) counts as no clash: the session restarts
     as for any Kafka error, and the next fencing asks again.
     """
-    if member_id is None or not isinstance(error, ProducerFencedError | FencedInstanceIdError):
+    if member_id is None or not isinstance(error, ProducerFencedError | FencedInstanceIdError | CoordinatorSilentError):
         return
     holder = _member_holding(connection, group_id, instance_id)
     if holder is None or holder == member_id:

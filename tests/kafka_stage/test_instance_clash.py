@@ -10,6 +10,7 @@ from kafka.errors import FencedInstanceIdError, KafkaError, ProducerFencedError
 
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.coordinator_silence import CoordinatorSilentError
 from stream_dedup.kafka.instance_clash import raise_if_instance_taken
 
 pytestmark = pytest.mark.kafka
@@ -32,7 +33,7 @@ def test_only_a_fencing_by_another_member_of_our_instance_id_is_a_settings_error
         raise_if_instance_taken(KafkaError("broker down"), connection, group, "a", "an-earlier-member")
         raise_if_instance_taken(ProducerFencedError(), connection, group, "b", "an-earlier-member")
         raise_if_instance_taken(ProducerFencedError(), connection, group, "a", None)
-        for fencing in (ProducerFencedError(), FencedInstanceIdError()):
+        for fencing in (ProducerFencedError(), FencedInstanceIdError(), CoordinatorSilentError()):
             with pytest.raises(ConfigError, match=f"as instance_id 'a' and fenced this one .* now {holder}") as raised:
                 raise_if_instance_taken(fencing, connection, group, "a", "an-earlier-member")
             assert raised.value.setting == "instance_id"
