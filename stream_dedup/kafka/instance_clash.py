@@ -36,6 +36,9 @@ from stream_dedup.kafka.coordinator_silence import CoordinatorSilentError
 
 log = logging.getLogger(__name__)
 
+#: Longest wait for the brokers to say who holds the instance id.
+_ASK_MS = 5000
+
 
 def raise_if_instance_taken(
     error: KafkaError, connection: KafkaConnection, group_id: str, instance_id: str, member_id: str | None
@@ -65,7 +68,8 @@ def raise_if_instance_taken(
 def _member_holding(connection: KafkaConnection, group_id: str, instance_id: str) -> str | None:
     """The member id of ``group_id``'s member with ``instance_id``; ``None`` if it has none or cannot be asked."""
     try:
-        admin = KafkaAdminClient(**connection.options())
+        # Bounded: with the brokers away (the usual reason a coordinator falls silent) it would wait 30 s.
+        admin = KafkaAdminClient(**connection.options(), bootstrap_timeout_ms=_ASK_MS, request_timeout_ms=_ASK_MS)
         try:
             described = admin.describe_groups([group_id]).get(group_id, {})
         finally:

@@ -223,11 +223,11 @@ class RoleRunner:
                 # A timeout the brokers refuse would be refused again by every new session.
                 s = self.settings
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
-                # So would another process under our instance_id, which the next session would fence in turn.
+                self.events.role_changed("restoring", "restarting after a Kafka error")
+                # Another process under our instance_id: the next session would fence it, and it us, for ever.
                 raise_if_instance_taken(error, s.connection(), s.role_group_id, s.instance_id, self.member_id)
                 seconds = pause.after_failure(time.monotonic() - started)
                 log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
-                self.events.role_changed("restoring", "restarting after a Kafka error")
                 # Alive all the same: a broker away for minutes must not get the pod restarted (see worker.loop).
                 self.events.heartbeat()
                 self._stop.wait(seconds)

@@ -293,13 +293,13 @@ class Worker:
             except KafkaError as error:
                 # A timeout the brokers refuse would be refused again by every new session.
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
-                # So would another process under our instance_id, which the next session would fence in turn.
-                raise_if_instance_taken(error, s.connection(), s.group_id, s.instance_id, self.member_id)
-                seconds = pause.after_failure(time.monotonic() - started)
-                log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
                 # Not ready until a new session has restored: while the brokers stay away, the next
                 # restore is not even begun, and the role would say "active" for the whole outage.
                 self.events.role_changed("restoring", "restarting after a Kafka error")
+                # Another process under our instance_id: the next session would fence it, and it us, for ever.
+                raise_if_instance_taken(error, s.connection(), s.group_id, s.instance_id, self.member_id)
+                seconds = pause.after_failure(time.monotonic() - started)
+                log.error("Kafka error, restarting the session in %.0f s: %r", seconds, error)
                 # But alive: a session that ended (each Kafka call in it is bounded) is the loop at work.
                 # Without it a broker away for two minutes had the pods restarted, and a restart finding
                 # no broker exits 3 (CrashLoopBackOff, minutes more after the broker is back).
