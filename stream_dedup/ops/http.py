@@ -4,7 +4,8 @@
 ``GET /metrics``  Prometheus text exposition of a :class:`WorkerMetrics` registry.
 ``GET /healthz``  200 while the processing loop keeps calling :meth:`Health.heartbeat`,
                   503 once the last heartbeat is older than the liveness timeout.
-``GET /readyz``   200 when the worker has said it is ready, else 503.
+``GET /readyz``   200 when the worker has said it is ready and its loop went round within
+                  :data:`READY_STALL_SECONDS`, else 503.
 
 Liveness and readiness answer different questions: a restoring replica is alive
 (do not restart it, it is making progress) but not ready; a caught-up standby
@@ -80,6 +81,13 @@ class Readiness:
     reason: str
 
 
+#: A loop that has not gone round for this long is held up in a call to the brokers (a commit, an offset
+#: lookup, a read of the input), which are away or hung: not ready, whatever its role. Each such call is
+#: bounded, so it stays alive (``liveness_timeout_seconds``). A round is a poll and at most one batch,
+#: well under a second at the default settings.
+READY_STALL_SECONDS = 10.0
+
+
 class Health:
     """Liveness and readiness, written by the worker loop and read by the HTTP threads.
 
@@ -122,7 +130,20 @@ class Health:
 
     @property
     def readiness(self) -> Readiness:
-        return self._readiness
+        """What the worker said, unless its loop has been held up for :data:`READY_STALL_SECONDS`.
+
+        Why: the role changes only when a session ends, and a broker killed
+        mid-stream held the loop in one call (the intake's end offsets, a
+        commit) for the whole outage, up to 45 s: /readyz said "active" and
+        ready throughout while nothing was published.
+        """
+        said, age = self._readiness, self.heartbeat_age()
+        if said.ready and age > READY_STALL_SECONDS:
+            reason = (
+                f"the loop has not gone round for {age:.0f} s, held up waiting (on the brokers?); was: {said.reason}"
+            )
+            return Readiness(False, said.role, reason)
+        return said
 
 
 class OpsServer:

@@ -14,6 +14,9 @@ from pathlib import Path
 import pytest
 
 from stream_dedup.errors import ConfigError
+from stream_dedup.ops.http import Health, Readiness
+from stream_dedup.ops.metrics import WorkerMetrics
+from stream_dedup.ops.runtime import MetricsEvents
 from stream_dedup.roles.launch import role_runner
 from stream_dedup.worker.events import Role, WorkerEvents
 from tests.corpus import make_clustered_corpus
@@ -182,23 +185,55 @@ def own_stage(broker: JarBroker, tmp_path: Path) -> Stage:
         admin.close()
 
 
+class ReadinessLog(threading.Thread):
+    """What ``/readyz`` says, every 0.2 s, with when (``time.monotonic()``)."""
+
+    def __init__(self, health: Health) -> None:
+        super().__init__(daemon=True)
+        self.health = health
+        self.said: list[tuple[float, Readiness]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.2):
+            self.said.append((time.monotonic(), self.health.readiness))
+
+    def between(self, start: float, end: float) -> list[Readiness]:
+        return [readiness for at, readiness in self.said if start <= at <= end]
+
+
 @pytest.mark.parametrize("halt", ["stop", "kill"])
 def test_broker_restart_mid_stream_loses_and_duplicates_nothing(
     own_broker: JarBroker, tmp_path: Path, halt: str
 ) -> None:
-    """The broker stopped (a rolling restart) or killed -9 (a crash) while batches are in flight."""
+    """The broker stopped (a rolling restart) or killed -9 (a crash) while batches are in flight.
+
+    While it is away (3 s, and its start: about 15 s) the stage says it is not ready, whether its
+    session ended or a call to the brokers holds its loop up; it is ready again once they are back.
+    """
     stage = own_stage(own_broker, tmp_path)
     corpus = make_clustered_corpus(6000, seed=33)
     messages = document_messages(corpus, partitions=3)
-    produce(stage.bootstrap, stage.input_topic, messages[:3000])
-    with worker_thread(stage.settings(batch_size=200)):
-        read_committed(stage.bootstrap, stage.output_topic, 1000, settle=0)
+    produce(stage.bootstrap, stage.input_topic, messages[:4000])
+    health = Health()
+    readiness = ReadinessLog(health)
+    readiness.start()
+    # Small batches: the broker goes while a backlog is being committed, batch after batch.
+    with worker_thread(stage.settings(batch_size=50), events=MetricsEvents(WorkerMetrics(), health)):
+        read_committed(stage.bootstrap, stage.output_topic, 500, settle=0)
+        halted = time.monotonic()
         getattr(own_broker, halt)()  # mid-stream: batches in flight fail, the worker must come back by itself
         time.sleep(3)
         own_broker.start()
-        produce(stage.bootstrap, stage.input_topic, messages[3000:])
+        back = time.monotonic()
+        produce(stage.bootstrap, stage.input_topic, messages[4000:])
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180)
+        readiness.done.set()
+        readiness.join()
     check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
+    away = readiness.between(halted, back)
+    assert any(not r.ready for r in away), f"ready all along while the broker was away: {away[-1]}"
+    assert readiness.said[-1][1].ready, f"not ready after the broker came back: {readiness.said[-1][1]}"
 
 
 def test_broker_crash_mid_stream_leaves_every_role_publishing_each_verdict_once_as_one_process_would(

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from stream_dedup.ops.http import AddressError, Health, OpsServer
+from stream_dedup.ops.http import READY_STALL_SECONDS, AddressError, Health, OpsServer
 from stream_dedup.ops.metrics import WorkerMetrics
 
 
@@ -138,6 +138,26 @@ def test_readiness_reports_what_the_worker_set(server: OpsServer, health: Health
     response = get(server, "/readyz")
     assert response.status == 503
     assert response.json() == {"ready": False, "role": "standby", "reason": "standby: replaying 1200 changelog records"}
+
+
+def test_a_loop_held_up_past_the_stall_limit_is_not_ready_but_alive_and_ready_again_once_it_goes_round(
+    server: OpsServer, health: Health, clock: FakeClock
+) -> None:
+    health.set_role("active")
+    health.heartbeat()
+    clock.now += READY_STALL_SECONDS - 1
+    assert get(server, "/readyz").status == 200
+    clock.now += 12  # the loop waits on brokers that went away
+    response = get(server, "/readyz")
+    assert response.status == 503
+    assert response.json()["role"] == "active"
+    assert response.json()["reason"] == (
+        "the loop has not gone round for 21 s, held up waiting (on the brokers?); "
+        "was: active: processing the assigned partitions"
+    )
+    assert get(server, "/healthz").status == 200, "a bounded wait is no reason to restart the process"
+    health.heartbeat()
+    assert get(server, "/readyz").json()["ready"] is True
 
 
 def test_unknown_role_is_refused(health: Health) -> None:
