@@ -286,7 +286,9 @@ class _Session:
         # Metadata after subscribing and before joining (see worker.loop._Session.join).
         self.consumer.topics()
         self.check_read_topics()
-        self.events.role_changed("standby", "joining the group")
+        # Not ready until the group answers: a standby is ready because it could take over, which a
+        # replica not yet in the group cannot (brokers gone mid-join left it "ready" until the join check).
+        self.events.role_changed("restoring", "restored; joining the group")
         while not self.runner.stopping:
             # 1. Poll.
             polled = self.consumer.poll(timeout_ms=s.batch_timeout_ms)

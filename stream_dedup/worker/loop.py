@@ -519,7 +519,9 @@ class _Session:
         # answer from the cache.
         self.consumer.topics()
         self.worker.input_identity.check(self.consumer)
-        self.events.role_changed("standby", "joining the group")
+        # Not ready until the group answers: a standby is ready because it could take over, which a
+        # replica not yet in the group cannot (brokers gone mid-join left it "ready" until the join check).
+        self.events.role_changed("restoring", "restored; joining the group")
 
     def check_join(self) -> None:
         """End the session if a group join never completes.

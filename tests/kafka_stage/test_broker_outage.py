@@ -98,8 +98,7 @@ def test_a_broker_outage_makes_both_replicas_unready_and_both_come_back_publishi
     replicas["worker-1"].start()
     wait_until(lambda: readiness(ports["worker-1"]).get("role") == "active", 60, "worker-1 to become active")
     replicas["worker-2"].start()
-    # Its join completed, the group gave it nothing ("standby: joining the group" is ready too, but a lost join
-    # has a limit of its own).
+    # Its join completed, the group gave it nothing.
     wait_until(lambda: readiness(ports["worker-2"]).get("reason") == STANDING_BY, 60, "worker-2 to stand by")
     assert readiness(ports["worker-2"])["status"] == 200
     produce(stage.bootstrap, stage.input_topic, messages[:1500])

@@ -31,6 +31,7 @@ from .stage import (
     make_stage,
     produce,
     read_committed,
+    role_threads,
     wait_until,
     worker_thread,
 )
@@ -110,6 +111,18 @@ class Roles(WorkerEvents):
 
     def role_changed(self, role: Role, reason: str) -> None:
         self.taken.append(role)
+
+
+def test_a_replica_is_no_ready_standby_before_the_group_answers_its_join(stage: Stage) -> None:
+    """A standby is ready because it could take over; one not yet in the group could not (the brokers gone
+    mid-join left it "ready" until the join check, 30 s on). The sole replica goes from restoring to active."""
+    events = [Roles(), Roles()]
+    with worker_thread(stage.settings(), events=events[0]):
+        wait_until(lambda: "active" in events[0].taken, 60, "the stage to become active")
+        with role_threads(stage.settings("signer-1", role="signer"), events=events[1]):
+            wait_until(lambda: "active" in events[1].taken, 60, "the signer to become active")
+    for taken in (e.taken for e in events):
+        assert taken[: taken.index("active")] == ["restoring"] * taken.index("active"), taken
 
 
 def test_two_role_processes_under_one_instance_id_stop_one_of_them_naming_the_setting(stage: Stage) -> None:
