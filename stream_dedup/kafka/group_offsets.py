@@ -36,10 +36,13 @@ def committed_offset(
     try:
         committed = consumer.committed(partition, timeout_ms=int(wait * 1000))
     except KafkaTimeoutError as error:
+        # The same timeout when the brokers are away: the message must not send the operator after a
+        # transaction to abort while they are (the Kafka errors logged before it tell the two apart).
         raise KafkaError(
-            f"the committed offset of {partition.topic} partition {partition.partition} is still held by a "
-            f"transaction after {wait:g} s: a hanging transaction (a broker that crashed while one committed can "
-            "leave one); abort it with kafka-transactions.sh (docs/operating.md, 'A hanging transaction')"
+            f"the committed offset of {partition.topic} partition {partition.partition} is not given after "
+            f"{wait:g} s: either the brokers are unreachable (see the Kafka errors logged before this), or it is "
+            "still held by a transaction, a hanging one (a broker that crashed while one committed can leave "
+            "one): abort that with kafka-transactions.sh (docs/operating.md, 'A hanging transaction')"
         ) from error
     return None if committed is None else int(committed)
 
