@@ -9,6 +9,8 @@ from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
+
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.flag_types import field_setting, non_empty_text, whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
@@ -16,7 +18,7 @@ from stream_dedup.cli.output_paths import refuse_clashes
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject, input_lines, read_records
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Verdict, make_detector
+from stream_dedup.engine import DuplicateDetector, Verdict, make_detector
 from stream_dedup.errors import ConfigError, InputError
 from stream_dedup.lsh.retention import GENERATIONS_PER_RETENTION
 from stream_dedup.text.spool import TextSpool
@@ -111,6 +113,8 @@ def run(args: argparse.Namespace) -> int:
                 if spool is not None:
                     spool.add(lines, texts)
                 verdicts = detector.process(ids, texts, normalized=True, sources=lines, document_texts=spool)
+                if spool is not None:
+                    _forget_evicted(spool, detector)
                 sink.writelines(map(verdict_line, verdicts, lines))
                 if report is not None:
                     report.add(verdicts, lines)
@@ -122,6 +126,19 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         print(f"report written to {args.report}", file=sys.stderr)
     return 0
+
+
+def _forget_evicted(spool: TextSpool, detector: DuplicateDetector) -> None:
+    """Let ``spool`` drop the texts of the lines retention evicted from the index.
+
+    A pair is one document of the batch and one the index holds, and lines
+    enter the index in increasing order, so no later pair asks for a line
+    before the oldest one held: without this, the spool kept every line's
+    text on disk (and 8 bytes of memory each) whatever ``--max-documents`` said.
+    """
+    if len(detector):
+        oldest = detector.index.sources_of(np.array([detector.index.first_seq], dtype=np.int64))
+        spool.forget_before(int(oldest[0]))
 
 
 def _offline_config(args: argparse.Namespace) -> DetectionConfig:

@@ -135,6 +135,11 @@ class HammingIndex:
         return self.history.evicted_documents
 
     @property
+    def first_seq(self) -> int:
+        """Sequence number of the oldest document held."""
+        return self.history.first_seq
+
+    @property
     def nbytes(self) -> int:
         """Bytes held by the index's arrays, allocated whether used or not."""
         return sum(g.nbytes for g in self.generations)

@@ -123,6 +123,11 @@ class BandIndex:
         return self.history.evicted_documents
 
     @property
+    def first_seq(self) -> int:
+        """Sequence number of the oldest document held."""
+        return self.history.first_seq
+
+    @property
     def next_seq(self) -> int:
         """Sequence number the next inserted document gets."""
         return self.history.next_seq

@@ -112,6 +112,11 @@ class GenerationList(Generic[G]):
         return self.newest.base_seq + len(self.newest)
 
     @property
+    def first_seq(self) -> int:
+        """Sequence number of the oldest document held (:attr:`next_seq` if none): retention forgot the rest."""
+        return self.items[0].base_seq
+
+    @property
     def capacity(self) -> int | None:
         """Documents per generation under retention by count (a generation is then sealed)."""
         limit = self.retention.max_documents

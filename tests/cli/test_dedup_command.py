@@ -11,8 +11,9 @@ import random
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from hypothesis import given, settings
@@ -23,6 +24,8 @@ from stream_dedup.cli.dedup_command import verdict_line, verdict_record
 from stream_dedup.cli.main import main
 from stream_dedup.cli.records import read_records
 from stream_dedup.engine import Verdict
+from stream_dedup.text import spool as spool_module
+from stream_dedup.text.spool import TextSpool
 from tests.engine.test_text_verification import best_earlier_jaccard
 from tests.engine.test_text_verification import stream as text_stream
 
@@ -771,3 +774,43 @@ def test_pairs_near_the_threshold_get_brute_forces_verdicts_from_a_pipe(tmp_path
     assert result.returncode == 0, result.stderr
     flagged = [v["verdict"] == "duplicate" for v in verdict_records((tmp_path / "out.jsonl").read_bytes())]
     assert flagged == (best_earlier_jaccard() >= 0.8).tolist()
+
+
+class _MeasuredSpool(TextSpool):
+    """The command's text spool, noting the numbers and bytes it holds before each batch is added."""
+
+    peaks: ClassVar[list[tuple[int, int]]] = []
+
+    def add(self, numbers: Sequence[int], texts: Sequence[str]) -> None:
+        _MeasuredSpool.peaks.append((self.numbers_held, self.disk_bytes))
+        super().add(numbers, texts)
+
+
+def test_under_max_documents_the_text_spool_holds_about_what_retention_does_and_verdicts_are_unchanged(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The spool kept every line's text on disk and 8 bytes of memory per line, whatever --max-documents
+    # said: a million lines of 1 KB took 1 GB of TMPDIR. Real prose with graded edits, so that pairs
+    # near the threshold read texts, and a malformed line that shifts the line numbers.
+    ids, texts = text_stream()
+    records = [jsonl({"id": i, "text": t}) for i, t in zip(ids, texts, strict=True)]
+    (tmp_path / "in.jsonl").write_bytes(b"".join(records[:600]) + b"{not json\n" + b"".join(records[600:]))
+    monkeypatch.chdir(tmp_path)
+    args = ["dedup", "in.jsonl", "-o", "out.jsonl", "--max-documents", "100"]
+    with monkeypatch.context() as unforgetting:
+        unforgetting.setattr(dedup_command, "_forget_evicted", lambda spool, detector: None)
+        assert main(args) == 0
+    remembering = Path("out.jsonl").read_text()
+    monkeypatch.setattr(spool_module, "COMPACT_BYTES", 0)
+    monkeypatch.setattr(spool_module, "COMPACT_NUMBERS", 1)
+    monkeypatch.setattr(dedup_command, "TextSpool", _MeasuredSpool)
+    _MeasuredSpool.peaks = []
+
+    assert main(args) == 0
+
+    assert Path("out.jsonl").read_text() == remembering
+    assert sum(v["verdict"] == "duplicate" for v in verdict_records(remembering)) > 100
+    # Retention holds 100 to 125 documents, a batch 25 more; the forgotten wait until as many as those kept.
+    assert max(numbers for numbers, _ in _MeasuredSpool.peaks) <= 2 * (125 + 25) + 1
+    longest = max(len(t.encode()) for t in texts)
+    assert max(size for _, size in _MeasuredSpool.peaks) <= 2 * (125 + 25) * longest
