@@ -55,7 +55,13 @@ class SummaryFigures:
 
 @dataclass
 class WatchSummary:
-    """Figures accumulated record by record (memory: two numbers per verdict, plus the example candidates)."""
+    """Figures accumulated record by record.
+
+    Memory does not grow with the verdicts read (a watch left running for
+    days on a busy topic): latencies are counted per distinct millisecond
+    (exact quantiles), similarities per bin of both widths a summary may
+    show, and example candidates are bounded.
+    """
 
     unique: int = 0
     duplicates: int = 0
@@ -63,8 +69,8 @@ class WatchSummary:
     contains: int = 0
     others: int = 0
     dead_letters: Counter[str] = field(default_factory=Counter)
-    latencies_ms: list[int] = field(default_factory=list)
-    similarities: list[float] = field(default_factory=list)
+    latencies_ms: Counter[int] = field(default_factory=Counter)
+    similarities: "SimilarityBins" = field(default_factory=lambda: SimilarityBins())
     candidates: list[VerdictRecord] = field(default_factory=list)
     first_in_ms: int | None = None
     last_out_ms: int | None = None
@@ -85,14 +91,14 @@ class WatchSummary:
             self.duplicates += 1
             self._add_times(record)
             if record.similarity is not None:
-                self.similarities.append(record.similarity)
+                self.similarities.add(record.similarity)
                 if len(self.candidates) < EXAMPLE_CANDIDATES:
                     self.candidates.append(record)
 
     def _add_times(self, verdict: VerdictRecord) -> None:
         if verdict.source_timestamp is None or verdict.timestamp < 0:
             return
-        self.latencies_ms.append(verdict.timestamp - verdict.source_timestamp)
+        self.latencies_ms[verdict.timestamp - verdict.source_timestamp] += 1
         if self.first_in_ms is None or verdict.source_timestamp < self.first_in_ms:
             self.first_in_ms = verdict.source_timestamp
         if self.last_out_ms is None or verdict.timestamp > self.last_out_ms:
@@ -112,7 +118,7 @@ class WatchSummary:
             dead_letter_reasons=dict(self.dead_letters.most_common()),
             other_records=self.others,
             duplicate_rate=self.duplicates / documents if documents else None,
-            throughput=len(self.latencies_ms) / span if span else None,
+            throughput=self.latencies_ms.total() / span if span else None,
             span_seconds=span,
             latency_p50_ms=nearest_rank(self.latencies_ms, 0.50),
             latency_p99_ms=nearest_rank(self.latencies_ms, 0.99),
@@ -133,11 +139,41 @@ class WatchSummary:
         return [ranked[round(k * (len(ranked) - 1) / (count - 1))] for k in range(count)] if count > 1 else ranked[:1]
 
 
-def nearest_rank(values: list[int], quantile: float) -> int | None:
-    """The smallest value with at least ``quantile`` of the values at or below it; None for no values."""
-    if not values:
+def nearest_rank(counts: Counter[int], quantile: float) -> int | None:
+    """The smallest value with at least ``quantile`` of the values (counted) at or below it; None for no values."""
+    total = counts.total()
+    if not total:
         return None
-    return sorted(values)[max(0, math.ceil(quantile * len(values)) - 1)]
+    rank, seen = max(1, math.ceil(quantile * total)), 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen >= rank:
+            return value
+    raise AssertionError("unreachable: the ranks add up to the total")
+
+
+@dataclass
+class SimilarityBins:
+    """The duplicates' similarities, counted per bin of 0.05 and of 0.1 (which one a summary shows depends on the
+    lowest), without keeping each."""
+
+    fine: Counter[int] = field(default_factory=Counter)
+    coarse: Counter[int] = field(default_factory=Counter)
+    lowest: float = math.inf
+
+    def add(self, similarity: float) -> None:
+        self.fine[_bin(similarity, 20)] += 1
+        self.coarse[_bin(similarity, 10)] += 1
+        self.lowest = min(self.lowest, similarity)
+
+    def shown(self) -> tuple[int, Counter[int]]:
+        """Bins per unit and the counts of the bins to show: 0.05 wide, or 0.1 when some are below 0.7."""
+        return (20, self.fine) if self.lowest >= 0.7 else (10, self.coarse)
+
+
+def _bin(similarity: float, per_unit: int) -> int:
+    """Bin k holds [k / per_unit, (k + 1) / per_unit); bin per_unit holds exactly 1 (and nothing above)."""
+    return min(per_unit, math.floor(similarity * per_unit + 1e-9))
 
 
 def render_summary(
@@ -186,13 +222,11 @@ def render_summary(
     return lines
 
 
-def _similarity_lines(similarities: list[float], style: Style) -> list[str]:
+def _similarity_lines(similarities: SimilarityBins, style: Style) -> list[str]:
     """A bar per bin of 0.05 of the duplicates' similarity (0.1 when some are below 0.7); 1 has a bin of its own."""
-    if not similarities:
+    per_unit, bins = similarities.shown()
+    if not bins:
         return []
-    per_unit = 20 if min(similarities) >= 0.7 else 10
-    # Bin k holds [k / per_unit, (k + 1) / per_unit); bin per_unit holds exactly 1 (and nothing above).
-    bins = Counter(min(per_unit, math.floor(similarity * per_unit + 1e-9)) for similarity in similarities)
     largest = max(bins.values())
     lines: list[str] = []
     for k in sorted(bins, reverse=True):

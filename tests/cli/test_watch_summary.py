@@ -1,5 +1,7 @@
 """``watch --summary``: figures that add up, quantiles by the book, examples spread over the similarities."""
 
+from collections import Counter
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -41,7 +43,7 @@ def test_the_figures_add_up() -> None:
     assert figures.throughput == 10 / 9.1
     latencies = [10, 20, 30, 40, 50, 60, 100, 100, 100, 100]
     assert (figures.latency_p50_ms, figures.latency_p99_ms) == (50, 100)
-    assert sorted(summary.latencies_ms) == latencies
+    assert sorted(summary.latencies_ms.elements()) == latencies
 
 
 def test_nothing_read_gives_no_figures() -> None:
@@ -70,7 +72,7 @@ def test_verdicts_without_timestamps_count_but_time_nothing() -> None:
     st.sampled_from([0.5, 0.9, 0.99, 1.0]),
 )
 def test_nearest_rank_matches_its_definition(values: list[int], quantile: float) -> None:
-    chosen = nearest_rank(values, quantile)
+    chosen = nearest_rank(Counter(values), quantile)
     at_or_below = sum(1 for v in values if v <= chosen)  # type: ignore[operator]
     assert chosen in values and at_or_below >= quantile * len(values)
     assert all(
@@ -136,7 +138,7 @@ def test_containment_verdicts_are_counted_apart_from_duplicates() -> None:
     figures = summary.figures()
     assert (figures.documents, figures.duplicates, figures.contained, figures.contains) == (5, 1, 2, 1)
     assert figures.duplicate_rate == 0.2
-    assert summary.similarities == [0.9]
+    assert summary.similarities.shown() == (20, Counter({18: 1}))
     lines = render_summary(summary, [], [], Style(colour=False), dead_letters_read=False)
     assert lines[1] == "  documents     5 judged: 1 unique, 1 duplicate (20.0%), 2 contained, 1 contains"
 
@@ -157,3 +159,14 @@ def test_a_record_with_a_similarity_no_number_is_another_record_and_the_summary_
     lines = render_summary(summary, [], [], Style(colour=False), dead_letters_read=False)
     assert lines[1] == "  documents     1 judged: 0 unique, 1 duplicate (100.0%)"
     assert "  other records 1 (neither verdicts nor dead letters)" in lines
+
+
+def test_memory_does_not_grow_with_the_verdicts_read() -> None:
+    """A watch left running for days on a busy topic kept two numbers per verdict."""
+    summary = WatchSummary()
+    for i in range(20_000):
+        summary.add(_verdict(f"d{i}", 0.8 + (i % 200) / 1000, sent_ms=i, judged_ms=i + 40 + i % 3))
+    assert len(summary.latencies_ms) == 3 and summary.latencies_ms.total() == 20_000
+    per_unit, bins = summary.similarities.shown()
+    assert per_unit == 20 and sorted(bins) == [16, 17, 18, 19] and bins.total() == 20_000
+    assert (summary.figures().latency_p50_ms, summary.figures().latency_p99_ms) == (41, 42)
