@@ -165,6 +165,7 @@ from stream_dedup.kafka.clients import (
     close_producer,
     end_offsets_reader,
     group_consumer,
+    log_offsets,
     transactional_producer,
 )
 from stream_dedup.kafka.coordinator_silence import check_heard_from_coordinator
@@ -573,18 +574,24 @@ class _Session:
         # Batches of another replica since this one restored say which topic their offsets are of, too.
         self.worker.input_identity.remember(replay.input_topic_id)
         self.note_offsets_reset_back(committed)
+        resume = {}
         for tp in assigned:
             known = [o for o in (replay.positions.get(tp.partition), committed.get(tp.partition)) if o is not None]
             if known:
-                consumer.seek(tp, max(known))
-            else:
-                consumer.seek_to_beginning(tp)  # never committed: the whole partition is new
+                resume[tp] = max(known)
+        # Never committed: the whole partition is new. Its first offset asked with a bound (a seek to the
+        # beginning leaves it to be settled by the next call that needs it, which waits for the brokers for ever).
+        new = [tp for tp in assigned if tp not in resume]
+        if new:
+            resume.update(log_offsets(consumer, new, end=False))
+        for tp, offset in resume.items():
+            consumer.seek(tp, offset)
         self.positions = dict(replay.positions)
         self.judged_positions = dict(replay.positions)
         # Records fetched or taken before the takeover were dropped: the merge
         # starts empty, and a batch being signed is forgotten (never committed).
         self.intake.restart(assigned)
-        self.lag.start({tp: self.consumer.position(tp) for tp in assigned})
+        self.lag.start(resume)
         self.pipeline.drop()
         self.active = True
         report_index(self.events, self.detector)
