@@ -84,6 +84,20 @@ def role_gauge(port: int) -> dict[str, float]:
     }
 
 
+def stop_and_see_every_replica_wait(own_broker: JarBroker, ports: dict[str, int], seconds: float) -> None:
+    """Stop the broker: within ``seconds`` every replica says it is not ready, restoring, and stays alive."""
+    own_broker.stop()
+    wait_until(
+        lambda: all(readiness(port).get("status") == 503 for port in ports.values()),
+        seconds,
+        "every replica to say it is not ready",
+    )
+    for name, port in ports.items():
+        assert readiness(port)["role"] == "restoring", name
+        assert get(port, "/healthz")[0] == 200, f"{name} must stay alive: a restart would find no broker"
+        assert role_gauge(port) == {"restoring": 1, "standby": 0, "active": 0, "stopping": 0}, name
+
+
 def test_a_broker_outage_makes_both_replicas_unready_and_both_come_back_publishing_each_verdict_once(
     own_broker: JarBroker, tmp_path: Path
 ) -> None:
@@ -104,16 +118,7 @@ def test_a_broker_outage_makes_both_replicas_unready_and_both_come_back_publishi
     produce(stage.bootstrap, stage.input_topic, messages[:1500])
     read_committed(stage.bootstrap, stage.output_topic, 1500, settle=0)
 
-    own_broker.stop()
-    wait_until(
-        lambda: all(readiness(port).get("status") == 503 for port in ports.values()),
-        NOTICE_SECONDS,
-        "both replicas to say they are not ready",
-    )
-    for name, port in ports.items():
-        assert readiness(port)["role"] == "restoring", name
-        assert get(port, "/healthz")[0] == 200, f"{name} must stay alive: a restart would find no broker"
-        assert role_gauge(port) == {"restoring": 1, "standby": 0, "active": 0, "stopping": 0}, name
+    stop_and_see_every_replica_wait(own_broker, ports, NOTICE_SECONDS)
 
     own_broker.start()
     produce(stage.bootstrap, stage.input_topic, messages[1500:])
@@ -158,15 +163,7 @@ def test_a_broker_outage_makes_every_role_unready_and_each_comes_back_publishing
     produce(stage.bootstrap, stage.input_topic, messages[:750])
     read_committed(stage.bootstrap, stage.output_topic, 750, settle=0)
 
-    own_broker.stop()
-    wait_until(
-        lambda: all(readiness(port).get("status") == 503 for port in ports.values()),
-        ROLES_NOTICE_SECONDS,
-        "every role to say it is not ready",
-    )
-    for name, port in ports.items():
-        assert get(port, "/healthz")[0] == 200, f"{name} must stay alive: a restart would find no broker"
-        assert role_gauge(port) == {"restoring": 1, "standby": 0, "active": 0, "stopping": 0}, name
+    stop_and_see_every_replica_wait(own_broker, ports, ROLES_NOTICE_SECONDS)
 
     own_broker.start()
     produce(stage.bootstrap, stage.input_topic, messages[750:])
