@@ -12,6 +12,7 @@ import json
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
@@ -87,7 +88,13 @@ def test_a_replica_out_of_its_group_sends_no_offsets_under_a_lost_generation(sta
             producer.commit_transaction()
         finally:
             producer.close()
-        assert admin.list_group_offsets({group: None})[group][partition].offset == 7
+
+        # Once the transaction's marker is written, which commit_transaction does not wait for.
+        def committed() -> Any:
+            return admin.list_group_offsets({group: None})[group].get(partition)
+
+        wait_until(lambda: committed() is not None, 30, "the offsets sent under no generation to be committed")
+        assert committed().offset == 7
     finally:
         admin.close()
         consumer.close()
