@@ -20,7 +20,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY stream_dedup ./stream_dedup
 # A regular install from the local source (a wheel is built and installed, no egg-link);
-# kafka-python[crc32c] comes in through the package's own dependencies. The command must
+# kafka-python[crc32c,lz4,snappy,zstd] comes in through the package's own dependencies. The command must
 # start before the image is used; pip and setuptools are not needed at run time.
 RUN /opt/stream-dedup/bin/pip install --no-cache-dir . \
     && /opt/stream-dedup/bin/stream-dedup --version \

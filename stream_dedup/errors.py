@@ -105,6 +105,15 @@ class TopicConfigError(StreamDedupError):
     """A topic the stage writes to is configured so that it cannot work; the message names the topic and setting."""
 
 
+class UnreadableBatchError(StreamDedupError):
+    """Fetched records are compressed with a codec this installation cannot decompress.
+
+    Not one record's fault that a dead letter could hold (the batch cannot be
+    opened), nor the brokers' that a new session would cure: the process exits
+    (1) with the message, which names the codec and what to install.
+    """
+
+
 class SignerStartError(StreamDedupError):
     """A signer process could not be started, or did not answer its configuration as expected.
 

@@ -88,6 +88,7 @@ from stream_dedup.kafka.clients import (
     log_offsets,
     transactional_producer,
 )
+from stream_dedup.kafka.codec_check import raise_if_codec_missing
 from stream_dedup.kafka.coordinator_silence import check_heard_from_coordinator
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
@@ -223,6 +224,8 @@ class RoleRunner:
                 # A timeout the brokers refuse would be refused again by every new session.
                 s = self.settings
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
+                # So would a batch compressed with a codec we cannot read, fetched again by every new session.
+                raise_if_codec_missing(error)
                 self.events.role_changed("restoring", "restarting after a Kafka error")
                 # Another process under our instance_id: the next session would fence it, and it us, for ever.
                 raise_if_instance_taken(error, s.connection(), s.role_group_id, s.instance_id, self.member_id)

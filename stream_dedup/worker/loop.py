@@ -168,6 +168,7 @@ from stream_dedup.kafka.clients import (
     log_offsets,
     transactional_producer,
 )
+from stream_dedup.kafka.codec_check import raise_if_codec_missing
 from stream_dedup.kafka.coordinator_silence import check_heard_from_coordinator
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
@@ -258,6 +259,9 @@ class Worker:
           signer process that cannot start): raised
           to the caller; ``stream-dedup run`` exits 1 with the message. Retrying
           in-process would meet the same changelog, snapshot or brokers.
+        - A fetched batch compressed with a codec this installation cannot
+          read: :class:`~stream_dedup.errors.UnreadableBatchError`, exit 1
+          (:mod:`stream_dedup.kafka.codec_check`).
         - :class:`OSError` (the snapshot directory cannot be created or read):
           raised too, exit 1. A failed snapshot *write* is not an error: it is
           reported and the changelog keeps everything.
@@ -294,6 +298,8 @@ class Worker:
             except KafkaError as error:
                 # A timeout the brokers refuse would be refused again by every new session.
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
+                # So would a batch compressed with a codec we cannot read, fetched again by every new session.
+                raise_if_codec_missing(error)
                 # Not ready until a new session has restored: while the brokers stay away, the next
                 # restore is not even begun, and the role would say "active" for the whole outage.
                 self.events.role_changed("restoring", "restarting after a Kafka error")

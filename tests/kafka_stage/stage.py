@@ -109,13 +109,16 @@ def worker_thread(
         raise failure[0]
 
 
-def failure_of(settings: WorkerSettings, timeout: float = 60) -> BaseException:
-    """What a worker that must stop on its own raises, run in a thread; an assertion error if it runs on."""
+def failure_of(
+    settings: WorkerSettings, timeout: float = 60, runner: Callable[[WorkerSettings], Any] = Worker
+) -> BaseException:
+    """What a worker (or another ``runner``: ``role_runner``) that must stop on its own raises, run in a thread;
+    an assertion error if it runs on."""
     failure: list[BaseException] = []
 
     def run() -> None:
         try:
-            Worker(settings).run()
+            runner(settings).run()
         except BaseException as error:
             failure.append(error)
 
