@@ -31,6 +31,9 @@ from stream_dedup.text.shingles import ShingleUnit, Shingling
 #: 2: one-bit verification sketches and band keys from full MinHash values.
 SIGNATURE_FORMAT = 2
 
+#: Where words break for word shingles (:mod:`stream_dedup.text.word_breaks`); "spaces" before it existed.
+WORD_BREAKS = "spaces and scripts without spaces"
+
 Verification = Literal["estimate", "exact"]
 Method = Literal["minhash", "simhash", "combined"]
 
@@ -68,6 +71,7 @@ IMPLIED_SIGNATURE_PARAMETERS: dict[str, object] = {
     "method": "minhash",
     "ignore_invisible": False,
     "fold_lookalikes": False,
+    "word_breaks": "spaces",
 }
 #: Signature parameters that, when they differ, make every other differ too: named first when they do.
 LEADING_SIGNATURE_PARAMETERS = ("method", "containment_partitions_per_doubling")
@@ -77,6 +81,7 @@ SIGNATURE_PARAMETER_NAMES = (
     "seed",
     "shingle_unit",
     "shingle_size",
+    "word_breaks",
     "strip_punctuation",
     "ignore_invisible",
     "fold_lookalikes",
@@ -364,6 +369,11 @@ class DetectionConfig:
             "shingle_size": self.shingle_size,
             "strip_punctuation": self.strip_punctuation,
         }
+        if self.shingle_unit == "word":
+            # Words broke only at spaces before text.word_breaks also broke them around each character of a
+            # script written without spaces: word signatures of such text changed, so indexes of words
+            # made before are refused (those of characters keep their fingerprint).
+            parameters["word_breaks"] = WORD_BREAKS
         if self.ignore_invisible:  # named only when on, so that indexes made before it keep their fingerprint
             parameters["ignore_invisible"] = True
         if self.fold_lookalikes:  # likewise: indexes made before it, or with it off, keep their fingerprint

@@ -24,6 +24,7 @@ from stream_dedup.sketch.minhash import MinHasher, SignatureArray
 from stream_dedup.sketch.oph import EMPTY
 from stream_dedup.text.hashing import U64, Uint64Array
 from stream_dedup.text.normalize import fold
+from stream_dedup.text.word_breaks import split_words
 
 
 class SignatureBuilder:
@@ -54,11 +55,12 @@ class SignatureBuilder:
             separator = " " if at_boundary and self._tokens else ""
             self._absorb(separator + " ".join(words))
             return
+        words = split_words(" ".join(words))
         if self._partial_word:
             if at_boundary:
                 words.insert(0, self._partial_word)
-            else:
-                words[0] = self._partial_word + words[0]
+            else:  # the word cut in two, whole again (or two words: "中" then "文" are two)
+                words[:1] = split_words(self._partial_word + words[0])
         self._partial_word = "" if self._space_pending else words.pop()
         self._absorb(words)
 

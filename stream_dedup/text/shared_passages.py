@@ -8,9 +8,12 @@ either text, so each one, highlighted, is a run that really occurs in both;
 merely marking every word that belongs to some common run would not promise
 that (two runs that touch in one text may lie apart in the other).
 
-Words are maximal runs of non-whitespace characters, compared exactly: the
-stage's normalised text (case-folded, whitespace collapsed) is what this is
-meant for, so ``Park`` and ``park`` have already become equal.
+Words are maximal runs of non-whitespace characters, and each character of
+a script written without spaces (:mod:`~stream_dedup.text.word_breaks`:
+otherwise a paragraph of Chinese is one word, and two near-copies of it
+share no passage), compared exactly: the stage's normalised text
+(case-folded, whitespace collapsed) is what this is meant for, so ``Park``
+and ``park`` have already become equal.
 
 Example:
     >>> a = "bright two-room flat near the park, top floor"
@@ -19,12 +22,12 @@ Example:
     ['bright two-room flat near the park,', 'top floor']
 """
 
-import re
 from typing import NamedTuple
+
+from stream_dedup.text.word_breaks import WORD_SPANS
 
 #: Longest run of words a reader calls a shared passage rather than a coincidence.
 DEFAULT_MIN_WORDS = 4
-_WORD = re.compile(r"\S+")
 
 
 class Passage(NamedTuple):
@@ -62,8 +65,8 @@ def shared_passages(a: str, b: str, min_words: int = DEFAULT_MIN_WORDS) -> list[
         a, b: the two texts.
         min_words: the fewest words a passage has (default 4; at least 1).
     """
-    spans_a = [m.span() for m in _WORD.finditer(a)]
-    spans_b = [m.span() for m in _WORD.finditer(b)]
+    spans_a = [m.span() for m in WORD_SPANS.finditer(a)]
+    spans_b = [m.span() for m in WORD_SPANS.finditer(b)]
     words_a = [a[start:end] for start, end in spans_a]
     words_b = [b[start:end] for start, end in spans_b]
     if not words_a or not words_b:

@@ -3,7 +3,8 @@
 A shingle is a window of ``size`` consecutive tokens; a token is a Unicode code
 point (``unit="char"``; code points, not UTF-8 bytes, so accented text is not
 split mid-character) or a word (``unit="word"``; words are the space-separated
-pieces of the normalised text). A document with fewer than ``size`` tokens has
+pieces of the normalised text, and each character of a script written
+without spaces, :mod:`~stream_dedup.text.word_breaks`). A document with fewer than ``size`` tokens has
 one shingle, all of it: two different short documents therefore never share
 an "empty" sketch and collapse into one cluster.
 
@@ -40,6 +41,7 @@ from stream_dedup.text.hashing import (
 )
 from stream_dedup.text.normalize import Folding, require_text
 from stream_dedup.text.whitespace import CodeArray, IntArray, collapse_whitespace
+from stream_dedup.text.word_breaks import alone_mask, split_words
 
 ShingleUnit = Literal["char", "word"]
 _SPACE = ord(" ")
@@ -131,13 +133,14 @@ def shingle_chunks(
     Raises :class:`~stream_dedup.errors.InputError`, naming its position,
     for a document with no text (left).
     """
-    # A document has at most as many tokens as code points (words: half of them, rounded up).
+    # A document has at most as many tokens as code points (words of ASCII text: half of them, rounded up;
+    # other text may be of scripts whose every character is a word).
     bounds = _lengths(texts)
-    if shingling.unit == "word":
-        bounds = (bounds + 1) // 2
-    long = bounds > PIECE_TOKENS
     # ASCII documents chunk apart from the others: their code points stay bytes, four times less to move.
     ascii_rows = np.fromiter(map(str.isascii, texts), dtype=bool, count=len(texts))
+    if shingling.unit == "word":
+        bounds = np.where(ascii_rows, (bounds + 1) // 2, bounds)
+    long = bounds > PIECE_TOKENS
     order = np.lexsort((bounds, ~ascii_rows))
     order = order[~long[order]]
     seed_key = splitmix64(seed, 1)[0]
@@ -201,27 +204,35 @@ def _pieces(text: str, row: int, shingling: Shingling, seed_key: np.uint64, fold
 def _token_pieces(codes: CodeArray, unit: ShingleUnit) -> Iterator[TokenArray]:
     """The tokens of one document's collapsed code points, about :data:`PIECE_TOKENS` at a time.
 
-    Words are cut at spaces, which :func:`_word_tokens` splits at too, so
-    the pieces' words are the document's; a single word longer than a piece
-    stays whole (its code points' prefix sums then take 8 bytes each).
+    Words are cut where :func:`_word_tokens` breaks them too, so the pieces'
+    words are the document's: at a space (which no piece keeps), or before a
+    character that is a word on its own and follows no space (it starts the
+    next piece; after a space, the cut is at the space). A single word
+    longer than a piece stays whole (its code points' prefix sums then take
+    8 bytes each).
     """
     if unit == "char":
         for start in range(0, codes.size, PIECE_TOKENS):
             piece = codes[start : start + PIECE_TOKENS]
             yield piece + piece.dtype.type(1)  # as _token_grid: every token non-zero
         return
+    space = codes == _SPACE
+    cuts = space.copy()
+    alone = alone_mask(codes)
+    if alone is not None:
+        cuts[1:] |= alone[1:] & ~space[:-1]
     start = 0
     while codes.size - start > PIECE_TOKENS:
-        spaces = np.flatnonzero(codes[start : start + PIECE_TOKENS] == _SPACE)
-        if spaces.size:
-            cut = start + int(spaces[-1])
+        within = np.flatnonzero(cuts[start + 1 : start + PIECE_TOKENS + 1])
+        if within.size:
+            cut = start + 1 + int(within[-1])
         else:
-            rest = codes[start:] == _SPACE
-            if not rest.any():
+            later = np.flatnonzero(cuts[start + 1 :])
+            if not later.size:
                 break
-            cut = start + int(rest.argmax())
+            cut = start + 1 + int(later[0])
         yield _word_tokens(codes[start:cut], np.array([cut - start]))[0]
-        start = cut + 1
+        start = cut + int(space[cut])
     yield _word_tokens(codes[start:], np.array([codes.size - start]))[0]
 
 
@@ -230,7 +241,7 @@ def shingle_set(text: str, shingling: Shingling) -> set[str]:
 
     Word shingles are joined by single spaces.
     """
-    tokens: Sequence[str] = text if shingling.unit == "char" else text.split(" ")
+    tokens: Sequence[str] = text if shingling.unit == "char" else split_words(text)
     size = min(shingling.size, len(tokens))
     joiner = "" if shingling.unit == "char" else " "
     return {joiner.join(tokens[i : i + size]) for i in range(len(tokens) - size + 1)}
@@ -301,19 +312,47 @@ def _row_tails(counts: IntArray, width: int) -> IntArray:
 
 
 def _word_tokens(codes: CodeArray, lengths: IntArray) -> tuple[Uint64Array, IntArray]:
-    """One non-zero 64-bit id per space-separated word of each document, and each document's word count.
+    """One non-zero 64-bit id per word of each document (:mod:`~stream_dedup.text.word_breaks`), and each
+    document's word count.
 
     The documents are joined by single spaces, as ``" ".join`` would: then
     every word, empty ones included (a text that is not collapsed may have
-    them), lies between two spaces or an end of the whole.
+    them), lies between two spaces or an end of the whole, or is a
+    character of a script written without spaces.
     """
     ends = np.cumsum(lengths)
-    joined = np.insert(codes, ends[:-1], codes.dtype.type(_SPACE))
-    spaces = np.flatnonzero(joined == _SPACE)
+    joined = cast(CodeArray, np.insert(codes, ends[:-1], codes.dtype.type(_SPACE)))
+    space = joined == _SPACE
+    spaces = np.flatnonzero(space)
     starts = np.concatenate(([0], spaces + 1))
     stops = np.concatenate((spaces, [joined.size]))
+    alone = alone_mask(joined)
+    if alone is not None:
+        starts, stops = _split_alone(starts, stops, space, alone)
     sums = prefix_sums(joined.astype(U64) + U64(1))
     words = fmix64(span_values(sums, starts, stops))
     words |= U64(1)
-    counts = np.add.reduceat(np.append(codes == _SPACE, False), ends - lengths, dtype=np.intp)
-    return words, counts + 1
+    # Document i starts at its first code point, shifted by the i spaces joined in before it.
+    firsts = np.searchsorted(starts, ends - lengths + np.arange(lengths.size))
+    return words, np.diff(firsts, append=starts.size)
+
+
+def _split_alone(
+    starts: IntArray, stops: IntArray, space: npt.NDArray[np.bool_], alone: npt.NDArray[np.bool_]
+) -> tuple[IntArray, IntArray]:
+    """The words between spaces ``[starts, stops)`` cut around the characters that are words ``alone``.
+
+    The words are then: each such character, each run of other characters
+    that are not spaces, and the empty words between two spaces, in order.
+    """
+    other = ~(space | alone)
+    after_break = np.ones_like(other)
+    after_break[1:] = ~other[:-1]
+    run_starts = np.flatnonzero(other & after_break)
+    breaks = np.append(np.flatnonzero(~other), other.size)
+    run_stops = breaks[np.searchsorted(breaks, run_starts)]
+    singles = np.flatnonzero(alone)
+    empty = starts[starts == stops]
+    all_starts = np.concatenate((run_starts, singles, empty))
+    order = np.argsort(all_starts, kind="stable")
+    return all_starts[order], np.concatenate((run_stops, singles + 1, empty))[order]

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, DetectionConfig, Method
+from stream_dedup.config import IMPLIED_SIGNATURE_PARAMETERS, WORD_BREAKS, DetectionConfig, Method
 from stream_dedup.engine import Detector, Verdict, load_snapshot, make_detector, save_snapshot
 from stream_dedup.engine.snapshot import _PREFIX, END_MAGIC, MAGIC, capture_snapshot
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
@@ -381,6 +381,28 @@ def test_snapshot_made_with_other_signature_parameters_is_refused_naming_the_par
     stored_value = saved_config.signature_parameters().get(parameter, IMPLIED_SIGNATURE_PARAMETERS.get(parameter))
     running_value = running.signature_parameters().get(parameter, IMPLIED_SIGNATURE_PARAMETERS.get(parameter))
     assert f"made with {parameter}={stored_value!r} but this run uses {parameter}={running_value!r}" in str(error.value)
+
+
+def test_a_word_snapshot_from_before_words_broke_around_scripts_without_spaces_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its signatures of Chinese, Japanese or Thai text are of other words than this run's."""
+    config = DetectionConfig(shingle_unit="word")
+    path = tmp_path / "index.snap"
+    named_now = DetectionConfig.signature_parameters
+    with monkeypatch.context() as before:
+        before.setattr(
+            DetectionConfig,
+            "signature_parameters",
+            lambda self: {k: v for k, v in named_now(self).items() if k != "word_breaks"},
+        )
+        save_snapshot(fed(config, [words_text(1)]), path)
+
+    with raises_naming(IncompatibleSnapshotError, path) as error:
+        load_snapshot(path, config)
+
+    assert f"made with word_breaks='spaces' but this run uses word_breaks={WORD_BREAKS!r}" in str(error.value)
+    assert "word_breaks" not in DetectionConfig().signature_parameters()  # character indexes keep theirs
 
 
 def test_a_different_threshold_is_accepted_and_the_running_one_applies(tmp_path: Path) -> None:

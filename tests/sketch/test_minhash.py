@@ -111,7 +111,7 @@ def test_bad_parameters_name_the_setting(setting: str, kwargs: dict[str, object]
 
 @settings(max_examples=80, deadline=None)
 @given(
-    text=st.text(alphabet="abc de\tXY\n", min_size=1, max_size=120).filter(lambda t: normalize(t) != ""),
+    text=st.text(alphabet="abc de\tXY\n中文ก", min_size=1, max_size=120).filter(lambda t: normalize(t) != ""),
     cuts=st.lists(st.integers(0, 120), max_size=6),
     unit=st.sampled_from(["char", "word"]),
     size=st.integers(1, 6),

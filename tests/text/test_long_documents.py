@@ -19,8 +19,9 @@ from stream_dedup.text import Shingling, shingle_chunks
 from stream_dedup.text import shingles as shingles_module
 from stream_dedup.text.distinct_pieces import whole_chunks
 
-#: Texts with runs of spaces, non-ASCII letters and long words: whatever a cut could split badly.
-texts = st.text(alphabet="ab é  \u3000x", min_size=1, max_size=120).filter(lambda t: t.strip())
+#: Texts with runs of spaces, non-ASCII letters, long words and characters that are words on their own (Han,
+#: kana, Thai): whatever a cut could split badly.
+texts = st.text(alphabet="ab é  \u3000x中文かก", min_size=1, max_size=120).filter(lambda t: t.strip())
 shinglings = st.builds(Shingling, unit=st.sampled_from(["char", "word"]), size=st.integers(1, 6))
 
 
