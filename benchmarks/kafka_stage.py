@@ -33,8 +33,8 @@ last commit: start-up, joining the group, the first fetch and kafka-python's sec
 join (its first assignment is made before the topic's metadata is in its records, so
 it rejoins a moment later) are left out. The four run twice, alternating, and each
 keeps its best, because the machine is shared. A run that commits nothing for 20 s
-has stalled (kafka-python can lose that second join, see ``_Session.check_join`` in
-stream_dedup/worker/loop.py) and is run again.
+has stalled (kafka-python can lose that second join, see ``Session.check_join`` in
+stream_dedup/worker/session.py) and is run again.
 
 Latency. A fresh, empty input topic is then fed by another process at a steady rate,
 60% of the worker's measured rate (``--load``), for ``--latency-seconds``. The worker is

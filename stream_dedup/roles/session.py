@@ -286,7 +286,7 @@ class _Session:
     def run(self) -> None:
         s = self.settings
         self.consumer.subscribe(self.work.topics, listener=self.assignments)
-        # Metadata after subscribing and before joining (see worker.loop._Session.join).
+        # Metadata after subscribing and before joining (see worker.session.Session.join).
         self.consumer.topics()
         self.check_read_topics()
         # Not ready until the group answers: a standby is ready because it could take over, which a
