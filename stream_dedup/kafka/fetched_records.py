@@ -13,7 +13,10 @@ Only the reading of the records inside a v2 batch changes. Which batches are
 returned stays kafka-python's rule, mirrored step by step from its
 ``_unpack_records`` and calling its own helpers: the batch CRC, the aborted
 transactions of ``read_committed``, control batches, and the next fetch
-offset after each record (a poll can stop in the middle of a batch). Batches
+offset after each record (a poll can stop in the middle of a batch). One
+reading differs: a header name that is not UTF-8 is read with U+FFFD in
+place of its bad bytes, as Java's clients read it, where kafka-python
+raises (and so would fail the partition's every fetch, for ever). Batches
 of other formats (v0, v1), and consumers with deserializers, are read by
 kafka-python as before. What this touches is private to kafka-python (the
 fetcher's record class, the batches' buffers): pyproject pins its minor
@@ -195,7 +198,9 @@ def _read_headers(data: bytes, pos: int, count: int, headers: list[tuple[str, by
         name_size, pos = decode_varint(data, pos)
         if name_size < 0:
             raise CorruptRecordError(f"Invalid negative header key size {name_size}")
-        name, pos = data[pos : pos + name_size].decode("utf-8"), pos + name_size
+        # Java's clients read a name that is not UTF-8 (librdkafka and Go clients write any bytes) with U+FFFD
+        # for each bad sequence, as here; kafka-python raises, which would fail every fetch of the partition.
+        name, pos = data[pos : pos + name_size].decode("utf-8", "replace"), pos + name_size
         value_size, pos = decode_varint(data, pos)
         value = None
         if value_size >= 0:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 import pytest
 import xxhash
+from kafka import KafkaProducer
 
 from tests.corpus import make_clustered_corpus
 
@@ -58,3 +59,35 @@ def test_poison_pills_and_dead_letters_too_large_for_their_topic_never_stall_the
             assert value.startswith(letter.value) and len(letter.value) < DEAD_LETTER_MAX_MESSAGE_BYTES
         else:
             assert letter.value == value and "stream-dedup-truncated" not in headers
+
+
+class _BytesName(str):
+    """A header name kafka-python writes as the given bytes: as librdkafka and Go clients may, not UTF-8."""
+
+    def __new__(cls, raw: bytes) -> _BytesName:
+        name = super().__new__(cls, raw.decode("utf-8", "replace"))
+        name.raw = raw
+        return name
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return self.raw
+
+
+def test_a_header_name_that_is_not_utf8_is_read_as_java_reads_it_and_forwarded(
+    stage: Stage, topic_factory: Callable[..., str]
+) -> None:
+    unique_topic = topic_factory(partitions=1)
+    texts = ["a first record, about one thing", "a second, about another", "and a third, of its own"]
+    producer = KafkaProducer(bootstrap_servers=stage.bootstrap)
+    for i, text in enumerate(texts):
+        headers = [(_BytesName(b"\xff\xfetrace"), b"1")] if i == 1 else []
+        producer.send(stage.input_topic, key=f"doc-{i}".encode(), value=text.encode(), partition=0, headers=headers)
+    producer.flush(30)
+    producer.close()
+
+    with worker_thread(stage.settings(input_format="text", unique_topic=unique_topic)):
+        verdicts = read_committed(stage.bootstrap, stage.output_topic, len(texts))
+        forwarded = read_committed(stage.bootstrap, unique_topic, 1)
+
+    assert sorted(r.key for r in verdicts) == [b"doc-0", b"doc-1", b"doc-2"]
+    assert [r.headers for r in forwarded if r.key == b"doc-1"] == [[("\ufffd\ufffdtrace", b"1")]]
