@@ -2,12 +2,16 @@
 
 Stateless, and as many as the input has partitions: the group
 ``GROUP_ID.signers`` spreads the partitions with Kafka's own assignors. A
-step reads and signs what was polled exactly as the single-process stage
-does (:func:`~stream_dedup.worker.signing.read_and_sign`: nothing one record
-holds can fail the step), in event-time order (timestamp, partition,
-offset), and appends it to the sequenced topic as one or more changelog
-records, each a batch of its own, in the transaction that commits the input
-offsets. The sequenced topic's order is the order of those appends.
+step takes its records as the single-process stage takes a batch, from the
+event-time merge of its partitions (:class:`~stream_dedup.worker.intake.BatchIntake`:
+a lagging partition is waited for up to ``max_partition_idle_ms``), so a
+backlog is sequenced in the order (timestamp, partition, offset) however the
+fetches interleave; it reads and signs them exactly as that stage does
+(:func:`~stream_dedup.worker.signing.read_and_sign`: nothing one record
+holds can fail the step), and appends them to the sequenced topic as one or
+more changelog records, each a batch of its own, in the transaction that
+commits the input offsets. The sequenced topic's order is the order of those
+appends.
 """
 
 import logging
@@ -18,13 +22,16 @@ from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.clients import end_offsets_reader
 from stream_dedup.kafka.messages import dead_letter_record
-from stream_dedup.kafka.offset_resets import DeletedInput
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
 from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.topic_limits import size_limits
 from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
+from stream_dedup.worker.intake import BatchIntake
+from stream_dedup.worker.isolation import BatchFailures
+from stream_dedup.worker.ordering import EventTimeMerge
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.signing import read_and_sign
 
@@ -34,28 +41,44 @@ log = logging.getLogger(__name__)
 class Signer(RoleWork):
     """One session of a signer."""
 
-    def __init__(self, settings: WorkerSettings) -> None:
+    def __init__(self, settings: WorkerSettings, events: WorkerEvents) -> None:
         self.settings = settings
+        self.events = events
         self.topics = [settings.input_topic]
         self.reading = settings.input_reading()
         self.digest = settings.detection.signature_fingerprint()
         self.detector = make_detector(settings.detection)
         self.limits = size_limits(settings.connection(), [settings.dead_letter_topic])
         self.key = settings.instance_id.encode("utf-8")
-        #: Input records deleted before they were read (watched from the session's first assignment on).
-        self.deleted: DeletedInput | None = None
+        #: Asks the end offsets the merge waits on (a client of its own, as the worker's).
+        self.end_offsets = end_offsets_reader(settings.connection())
+        #: Fetched records not yet signed, taken in event-time order; made at the session's first assignment.
+        self.intake: BatchIntake | None = None
 
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
-        if self.deleted is None:
-            self.deleted = DeletedInput(consumer, consumer)
-        timeout = self.settings.transaction_timeout_seconds
-        resume = {partition: committed_or_beginning(consumer, partition, timeout) for partition in assigned}
+        s = self.settings
+        if self.intake is None:
+            merge = EventTimeMerge(
+                s.max_partition_idle_ms / 1000.0, s.partition_buffer_limit, s.max_partition_buffered_bytes
+            )
+            # No record can fail a signer's step (read_and_sign): nothing is ever suspect.
+            failures = BatchFailures()
+            self.intake = BatchIntake(
+                consumer, self.end_offsets, s.input_topic, s.batch_size, merge, failures, self.events
+            )
+        resume = {
+            partition: committed_or_beginning(consumer, partition, s.transaction_timeout_seconds)
+            for partition in assigned
+        }
         for partition, offset in resume.items():
             consumer.seek(partition, offset)
+        self.intake.restart(assigned)
         return resume
 
     def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
-        records = sorted((r for rs in polled.values() for r in rs), key=lambda r: (r.timestamp, r.partition, r.offset))
+        assert self.intake is not None, "a step comes after an assignment"
+        self.intake.add(polled)
+        records = self.intake.next_batch()
         if not records:
             return None
         s = self.settings
@@ -83,6 +106,7 @@ class Signer(RoleWork):
         """Nothing to note: a signer keeps no state."""
 
     def observe(self, events: WorkerEvents) -> None:
-        """Input records deleted before they were read (the session measures the input's lag)."""
-        if self.deleted is not None:
-            self.deleted.report(events.input_deleted)
+        """Nothing more: the intake reports input records deleted before they were read, at every step."""
+
+    def close(self) -> None:
+        self.end_offsets.close()

@@ -23,10 +23,12 @@ from stream_dedup.worker.events import StepReport, WorkerEvents
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
+    VERDICT_CORE,
     Message,
     RoleRunner,
     Stage,
     document_messages,
+    expected_verdicts,
     produce,
     read_committed,
     role_threads,
@@ -141,6 +143,8 @@ def test_a_signer_two_shards_and_a_judge_publish_what_one_process_would(
         forwarded = read_committed(stage.bootstrap, unique_topic, 1)
 
     published, batches = check_one_process_verdicts_once(stage, records, sequenced, len(corpus), config)
+    # The signer sequenced the backlog in event-time order across partitions, as one process judges it.
+    assert {v["id"]: {k: v[k] for k in VERDICT_CORE} for v in published} == expected_verdicts(corpus, config)
     check_unique_records_forwarded_once(published, messages, forwarded)
     assert sum(v["verdict"] == "duplicate" for v in published) > duplicates
     assert {r.key for r in records} == {v["id"].encode() for v in published}
