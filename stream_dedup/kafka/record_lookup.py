@@ -184,7 +184,12 @@ class RecordLookup:
         end = log_offsets(self._consumer, [where])[where]
         if offset >= end:
             return RecordGone(f"{name} has no offset {offset} yet (it ends at offset {end})", lasting=False)
-        return RecordGone(f"no committed record at offset {offset} of {name}")
+        # Within the log, yet nothing to read there: a compacted topic's cleaner removed it (a later record of
+        # its key stays), or the offset holds a transaction's marker or an aborted transaction's record.
+        return RecordGone(
+            f"no committed record at offset {offset} of {name} (compacted away, or a transaction's marker "
+            "or aborted record)"
+        )
 
     def keep(self, records: Sequence[Any]) -> None:
         """Remember ``records`` (consumed elsewhere) as if fetched: fetching one of them then asks nothing of Kafka."""

@@ -113,7 +113,8 @@ def test_fetched_records_are_kept_and_missing_ones_are_answered(stage: Stage, mo
         assert lookup.fetch(stage.input_topic, 0, 0).value == b"first"  # fetched before: kept
         assert lookup.fetch(stage.input_topic, 0, 1).value == b"second"
         assert lookup.fetch(stage.input_topic, 0, 2) == RecordGone(
-            f"no committed record at offset 2 of {stage.input_topic} partition 0"
+            f"no committed record at offset 2 of {stage.input_topic} partition 0 (compacted away, or a "
+            "transaction's marker or aborted record)"
         )  # the transaction's commit marker
         assert lookup.fetch(stage.input_topic, 0, 50) == RecordGone(
             f"{stage.input_topic} partition 0 has no offset 50 yet (it ends at offset 3)", lasting=False
