@@ -74,7 +74,8 @@ class DedupReport:
         self._match = array("i", [0])
         self._similarity = array("f", [0.0])
         self._copies: Counter[int] = Counter()
-        self._low = float(np.floor(config.threshold / BIN_WIDTH) * BIN_WIDTH)
+        # Rounded before the floor: 0.57 / 0.01 is 56.99999999999999, and the bars began a bin below the threshold.
+        self._low = float(np.floor(round(config.threshold / BIN_WIDTH, 6)) * BIN_WIDTH)
         self._bins = [0] * (round((1.0 - self._low) / BIN_WIDTH) + 1)  # the last: similarity 1 (identical)
 
     def add(self, verdicts: Sequence[Verdict], lines: Sequence[int]) -> None:

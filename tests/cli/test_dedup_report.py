@@ -10,9 +10,11 @@ import random
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dedup.charts import Bar
 from stream_dedup.cli.dedup_report import BIN_WIDTH, DedupReport
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Verdict
@@ -88,6 +90,20 @@ def test_the_histogram_counts_duplicates_by_similarity_from_the_threshold_with_i
     assert len(bars) == round(0.2 / BIN_WIDTH) + 1
     counts = {bar.label: bar.value for bar in bars if bar.value}
     assert counts == {"0.80": 2, "0.81": 1, "0.99": 1, "1 (same)": 2}
+
+
+@pytest.mark.parametrize("threshold", [0.29, 0.57, 0.58, 0.8])
+def test_the_histogram_starts_at_the_threshold_even_where_its_division_by_the_bin_width_rounds_down(
+    threshold: float,
+) -> None:
+    # 0.57 / 0.01 is 56.99999999999999 in floating point: the first bar was 0.56, below every duplicate.
+    report = DedupReport(DetectionConfig(threshold=threshold))
+    report.add([Verdict("o", "unique"), Verdict("d", "duplicate", "o", threshold, 1)], [1, 2])
+
+    bars = report.histogram()
+
+    assert bars[0] == Bar(f"{threshold:.2f}", 1)
+    assert len(bars) == round((1.0 - threshold) / BIN_WIDTH) + 1
 
 
 def corpus_with_clusters(path: Path) -> list[dict[str, str]]:
