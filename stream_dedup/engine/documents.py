@@ -123,7 +123,8 @@ def _read_json_document(
     try:
         value: Any = json.loads(line)
     except json.JSONDecodeError as error:
-        return Refusal("invalid_json", f"not valid JSON: {error.msg} at column {error.colno}")
+        # Some of json's messages end in "at" ("Invalid control character at"), which named it twice.
+        return Refusal("invalid_json", f"not valid JSON: {error.msg.removesuffix(' at')} at column {error.colno}")
     except ValueError as error:  # an integer of more than 4,300 digits (sys.get_int_max_str_digits)
         return Refusal("invalid_json", f"not valid JSON: {error}"[:300])
     except RecursionError:  # not reached after the depth check; kept so that no input can end the process

@@ -292,6 +292,15 @@ def test_summary_line_says_one_document_and_one_duplicate_in_the_singular(tmp_pa
 MALFORMED = {
     "not JSON": (b'{"id": "x", "text": ', "not valid JSON"),
     "a JSON array": (b'["x", "some text"]', "expected a JSON object, got list"),
+    # json's own messages for these end in "at": the column follows it once.
+    "a raw control character in a string": (
+        b'{"id": "x", "text": "a\x01b"}',
+        "not valid JSON: Invalid control character at column 23",
+    ),
+    "an unterminated string": (
+        b'{"id": "x", "text": "abc',
+        "not valid JSON: Unterminated string starting at column 21",
+    ),
     "a JSON string": (b'"just some text"', "expected a JSON object, got str"),
     "missing id": (b'{"text": "some text here"}', "field 'id' must be a non-empty string or an integer"),
     "empty id": (b'{"id": "", "text": "some text here"}', "field 'id' must be a non-empty string or an integer"),
