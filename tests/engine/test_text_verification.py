@@ -227,6 +227,18 @@ def test_a_near_copy_of_a_few_shingles_hiding_in_the_sketch_is_settled_by_its_te
     assert detector.stats.settled_by_text >= 2
 
 
+def test_a_near_copy_of_a_few_shingles_with_one_shingle_hidden_is_settled_by_its_texts() -> None:
+    # 8 shingles each, 7 shared: Jaccard 7/9 = 0.78. The other's last shingle hides in a bin a shared one
+    # fills, so the sketches agree as at 7/8: estimated 0.88, above the ambiguous band, and it was a duplicate.
+    texts = ["吟噀俊哬垀倽勩叝囹壽吀刬", "吟噀俊哬垀倽勩叝囹壽吀埡"]
+    assert brute_force_duplicates(texts, CONFIG.shingling(), CONFIG.threshold) == [False, False]
+    without, _ = judged(texts, with_texts=False)
+    assert without == [False, True]  # the sketch alone passes it
+    flags, detector = judged(texts, with_texts=True)
+    assert flags == [False, False]
+    assert detector.stats.settled_by_text == 1
+
+
 def test_exact_copies_of_a_few_shingles_stay_duplicates_at_similarity_1() -> None:
     texts = normalize_all(["ok then", "thanks!", "ok then", "thanks!", "ok then"])
     numbers = list(range(1, len(texts) + 1))
@@ -251,6 +263,11 @@ def test_the_hiding_bound_is_where_a_near_copy_below_the_threshold_hides_with_a_
 
     bound = hiding_bound(threshold, 1024)
     assert hiding_chance(bound) < 1e-9 <= hiding_chance(bound - 1)
+    # Under the bound, every pair the estimate passes (identical sketches, or one shingle hidden); none from it.
+    passing = (threshold + 1.0) / 2
     assert hiding_pairs(
-        np.array([1.0, 1.0, 0.99]), np.array([bound - 1, bound, 1], np.uint16), threshold, 1024
-    ).tolist() == [0]
+        np.array([1.0, 1.0, passing, threshold, threshold - 0.01]),
+        np.array([bound - 1, bound, 1, bound - 1, 1], np.uint16),
+        threshold,
+        1024,
+    ).tolist() == [0, 2, 3]
