@@ -31,8 +31,10 @@ from stream_dedup.text.shingles import ShingleUnit, Shingling
 #: 2: one-bit verification sketches and band keys from full MinHash values.
 SIGNATURE_FORMAT = 2
 
-#: Where words break for word shingles (:mod:`stream_dedup.text.word_breaks`); "spaces" before it existed.
-WORD_BREAKS = "spaces and scripts without spaces"
+#: Where words break for word shingles (:mod:`stream_dedup.text.word_breaks`); "spaces" before it existed,
+#: "spaces and scripts without spaces" before the Tai scripts, Tangut, Nushu and the extensions of
+#: Myanmar, Bopomofo and kana were among them.
+WORD_BREAKS = "spaces and scripts without spaces 2"
 
 Verification = Literal["estimate", "exact"]
 Method = Literal["minhash", "simhash", "combined"]

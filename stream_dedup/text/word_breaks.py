@@ -1,9 +1,10 @@
 """Where words break: at spaces, and around every character of a script written without spaces.
 
 Word shingles need words. Most scripts separate words by spaces; Chinese,
-Japanese, Thai, Lao, Khmer, Myanmar, Tibetan and Yi do not, so a paragraph
-of them was one "word", and two near-copies of it (one character edited)
-shared no word shingle at all: in word mode every such pair was missed. As
+Japanese, Thai, Lao, Khmer, Myanmar, Tibetan, Yi, the Tai scripts, Tangut
+and Nushu do not, so a paragraph of them was one "word", and two near-copies
+of it (one character edited) shared no word shingle at all: in word mode
+every such pair was missed. As
 Unicode's word boundaries (UAX #29) treat ideographs, and Lucene's standard
 tokenizer does, each character of these scripts is a word on its own here.
 Finding the real words of Thai or Chinese needs a dictionary; a character a
@@ -20,15 +21,23 @@ import numpy.typing as npt
 
 from stream_dedup.text.whitespace import CodeArray
 
-#: Code point ranges ``[start, stop)`` whose characters are words on their own.
+#: Code point ranges ``[start, stop)`` whose characters are words on their own. A change to them changes
+#: word signatures: it needs a new ``config.WORD_BREAKS``, so that word indexes made before are refused.
 ALONE_RANGES = (
     (0x0E00, 0x10A0),  # Thai, Lao, Tibetan, Myanmar
     (0x1780, 0x1800),  # Khmer
+    (0x1950, 0x1A00),  # Tai Le, New Tai Lue, Khmer symbols
+    (0x1A20, 0x1AB0),  # Tai Tham
     (0x3040, 0x3130),  # Hiragana, Katakana, Bopomofo
+    (0x31A0, 0x31C0),  # Bopomofo extended
     (0x31F0, 0x3200),  # Katakana phonetic extensions
     (0x3400, 0x4DC0),  # CJK ideographs, extension A
     (0x4E00, 0xA490),  # CJK ideographs, Yi syllables
+    (0xA9E0, 0xAA00),  # Myanmar extended B
+    (0xAA60, 0xAAE0),  # Myanmar extended A, Tai Viet
     (0xF900, 0xFB00),  # CJK compatibility ideographs
+    (0x17000, 0x18D80),  # Tangut, Khitan
+    (0x1AFF0, 0x1B300),  # Kana supplement and extensions, Nushu
     (0x20000, 0x2FA20),  # CJK ideographs, extensions B to F and compatibility supplement
     (0x30000, 0x323B0),  # CJK ideographs, extensions G and H
 )

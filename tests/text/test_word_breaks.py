@@ -94,3 +94,21 @@ def test_the_hashed_words_are_those_split_words_finds_each_hashed_alone(texts: l
             expected.append(int(fmix64(value)[0] | U64(1)))
     assert counts.tolist() == [len(split_words(text)) for text in texts]
     assert words.tolist() == expected
+
+
+def test_every_block_of_the_scripts_without_spaces_breaks_a_character_a_word() -> None:
+    """Extensions of those scripts, in blocks of their own, break too: once a run of them was one word."""
+    samples = {
+        "Bopomofo extended": "ㆠㆡㆢ",
+        "Myanmar extended A (Khamti)": "ꩠꩡꩢ",
+        "Myanmar extended B (Shan)": "ꧠꧡꧢ",
+        "Khmer symbols": "᧠᧡᧢",
+        "New Tai Lue": "ᦀᦁᦂ",
+        "Tai Tham": "ᨠᨡᨢ",
+        "Tai Viet": "ꪀꪁꪂ",
+        "Tangut": "𗀀𗀁𗀂",
+        "Kana supplement": "𛀁𛀂𛀃",
+        "Nushu": "𛅰𛅱𛅲",
+    }
+    for block, text in samples.items():
+        assert split_words(f"x {text} y") == ["x", *text, "y"], block
