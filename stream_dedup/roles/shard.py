@@ -38,6 +38,7 @@ standby had not tailed yet                 (a snapshot or a rebuild)           r
 =========================================  ==================================  =========================================
 """
 
+import functools
 import logging
 import time
 from collections import Counter
@@ -368,12 +369,12 @@ class Shard(RoleWork):
         covered = self.covered
         if covered is None or self.store.writing or not self.schedule.due(self.index.stream):
             return
-        unchanged = covered == self.schedule.covered_offset
-        self.schedule.covers(covered, self.index.stream)
-        if unchanged:
+        self.schedule.started(self.index.stream)
+        if covered == self.schedule.covered_offset:
             self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
             return
-        self.store.write_in_background(self.index, self._coverage(covered), self.snapshot_written, self.snapshot_failed)
+        written = functools.partial(self.snapshot_written, covered)
+        self.store.write_in_background(self.index, self._coverage(covered), written, self.snapshot_failed)
 
     def _coverage(self, covered: int) -> SnapshotCoverage:
         """What a snapshot of the index now covers, and the settings that decided its answers."""
@@ -385,7 +386,8 @@ class Shard(RoleWork):
             topic_id=self.topic_id,
         )
 
-    def snapshot_written(self, seconds: float, pause: float, size: int) -> None:
+    def snapshot_written(self, covered: int, seconds: float, pause: float, size: int) -> None:
+        self.schedule.written(covered)  # only now: a failed write covers nothing (see SnapshotSchedule.written)
         self.events.snapshot_written(seconds, pause, size)
         log.info("shard %d of %d: snapshot written (%d bytes, %.2f s)", *self._name, size, pause + seconds)
 
@@ -409,5 +411,5 @@ class Shard(RoleWork):
             return
         if covered == self.schedule.covered_offset:
             return
-        self.schedule.covers(covered, self.index.stream)
-        self.store.write(self.index, self._coverage(covered), self.snapshot_written, self.snapshot_failed)
+        written = functools.partial(self.snapshot_written, covered)
+        self.store.write(self.index, self._coverage(covered), written, self.snapshot_failed)

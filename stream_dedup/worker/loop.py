@@ -123,7 +123,9 @@ or a spooled block reads back changed      block left out); the texts are      s
                                            fetched from Kafka again            ``text_reads_total{source="kafka"}``
                                                                                grows
 a snapshot write fails (disk full)         ``Session.snapshot_failed``:       ERROR "snapshot failed",
-                                           logged, the loop goes on            ``snapshot_failures_total``
+                                           logged, the loop goes on; written   ``snapshot_failures_total`` at
+                                           again when next due, new batches    every due time until one is
+                                           or not                              written (the last success stays old)
 SIGTERM, SIGINT                            ``Worker.request_stop``: batch      INFO "received SIGTERM", role
                                            finished (the one being signed is   ``stopping``, exit 0
                                            dropped, never committed), final

@@ -10,6 +10,7 @@ failing records' count); the session owns its clients, which are never
 ``None`` while it runs.
 """
 
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -415,13 +416,14 @@ class Session:
             return
         # The detector holds the batch judged last: a snapshot of it needs its commit done.
         self.finish_commit()
-        unchanged = replay.applied_offset == self.schedule.covered_offset
-        self.schedule.covers(replay.applied_offset, self.detector)
-        if unchanged:
+        self.schedule.started(self.detector)
+        if replay.applied_offset == self.schedule.covered_offset:
             self.events.snapshot_current(time.time())  # nothing new: the last snapshot is still whole
             return
         coverage = self.coverage()
-        store.write_in_background(self.detector, coverage, self.events.snapshot_written, self.snapshot_failed)
+        store.write_in_background(
+            self.detector, coverage, functools.partial(self.snapshot_written, coverage), self.snapshot_failed
+        )
 
     def coverage(self) -> SnapshotCoverage:
         """What a snapshot taken now covers, and the settings its verdicts were made under."""
@@ -433,6 +435,10 @@ class Session:
             topic_id=self.replay.topic_id(),
             input_topic_id=self.replay.input_topic_id,
         )
+
+    def snapshot_written(self, coverage: SnapshotCoverage, seconds: float, pause: float, size: int) -> None:
+        self.schedule.written(coverage.changelog_offset)
+        self.events.snapshot_written(seconds, pause, size)
 
     def snapshot_failed(self, error: BaseException) -> None:
         directory = self.worker.store.directory
@@ -449,7 +455,7 @@ class Session:
         coverage = self.coverage()
 
         def written(seconds: float, pause: float, size: int) -> None:
-            self.events.snapshot_written(seconds, pause, size)
+            self.snapshot_written(coverage, seconds, pause, size)
             log.info("final snapshot at changelog offset %d (%.2f s)", coverage.changelog_offset, pause + seconds)
 
         store.write(self.detector, coverage, written, self.snapshot_failed)

@@ -160,9 +160,27 @@ class SnapshotSchedule:
 
     def covers(self, changelog_offset: int, detector: Indexed) -> None:
         """The newest snapshot holds ``detector`` as of ``changelog_offset``: the next is due from now."""
-        self.covered_offset = changelog_offset
+        self.started(detector)
+        self.written(changelog_offset)
+
+    def started(self, detector: Indexed) -> None:
+        """A snapshot of ``detector`` was begun, or found needless: the next is due from now, whatever comes of it.
+
+        A write that fails (a full or read-only volume) is tried again at the
+        next due time, not at every turn of the loop.
+        """
         self._documents = _indexed_ever(detector)
         self._since = self._clock()
+
+    def written(self, changelog_offset: int) -> None:
+        """A snapshot up to ``changelog_offset`` is on disk (called from the thread that wrote it).
+
+        Only then: a write that failed covers nothing, so the next due time
+        writes again rather than call the older snapshot current (which
+        set ``snapshot_last_success`` to now and hid the failing volume
+        from the stale-snapshot alert), and the final one is not skipped.
+        """
+        self.covered_offset = changelog_offset
 
 
 def _indexed_ever(detector: Indexed) -> int:
