@@ -15,6 +15,20 @@ setting that names it; a commit that outlasts any the broker could still
 complete raises ``KafkaTimeoutError``. Either ends the session like any
 Kafka error: the next ``init_transactions()`` fences this producer and
 aborts its transaction, so the batch is judged again and published once.
+
+kafka-python 3.0.12 can also call a commit done that the brokers aborted. A
+record of the transaction refused for its producer epoch (the brokers
+aborted the transaction meanwhile: it outlived ``transaction_timeout_seconds``
+while a broker was away or the process paused) makes the client bump its
+epoch (KIP-360), which aborts the transaction, and then skip the commit's
+EndTxn as if nothing had been added to it, marking the commit done without
+an error (its sender thread logs "Invalid transition attempted from state
+READY to state READY"). Nothing of the transaction was committed, its input
+offsets neither: a caller taking it for committed would go on past records
+that never get a verdict (a signer sequenced a backlog minus such a step).
+So a commit under which the producer's id or epoch moved raises
+:class:`AbortedCommitError`, and the batch is judged again as after any
+failed commit.
 """
 
 import time
@@ -34,6 +48,10 @@ _LOOK_AFTER_SECONDS = 5.0
 
 class MissingTopicError(KafkaError):
     """A topic the open transaction writes does not exist any more; the message names it and its setting."""
+
+
+class AbortedCommitError(KafkaError):
+    """The brokers aborted the transaction while it committed, though the client called the commit done."""
 
 
 @dataclass(frozen=True)
@@ -59,13 +77,31 @@ def commit_transaction(producer: KafkaProducer, written: WrittenTopics | None) -
     """Commit the open transaction; raise rather than wait for ever (see the module docstring).
 
     Raises :class:`MissingTopicError` if a topic of ``written`` is gone,
-    ``KafkaTimeoutError`` after ``written.timeout_seconds``, or what the
-    commit itself raises. Without ``written``, or with a producer other than
+    ``KafkaTimeoutError`` after ``written.timeout_seconds``,
+    :class:`AbortedCommitError` if the brokers aborted the transaction while
+    the client called it committed, or what the commit itself raises.
+    Without ``written``, the producer's own wait; with a producer other than
     kafka-python's own (a test's fake), the producer's own commit.
     """
-    if written is None or not isinstance(producer, KafkaProducer):
+    if not isinstance(producer, KafkaProducer):
         producer.commit_transaction()
         return
+    manager = producer._transaction_manager
+    epoch = manager.producer_id_and_epoch
+    if written is None:
+        producer.commit_transaction()
+    else:
+        _bounded_commit(producer, written)
+    if manager.producer_id_and_epoch != epoch:
+        raise AbortedCommitError(
+            f"the brokers aborted the transaction while it committed (the producer's epoch went from {epoch} to "
+            f"{manager.producer_id_and_epoch}: a record of it was refused, as after the transaction outlived "
+            "transaction_timeout_seconds); nothing of it was committed"
+        )
+
+
+def _bounded_commit(producer: KafkaProducer, written: WrittenTopics) -> None:
+    """Commit, looking for deleted topics after a while and giving up after ``written.timeout_seconds``."""
     # commit_transaction() less its unbounded wait (kafka-python 3.0, whose minor version pyproject pins).
     result = producer._transaction_manager.begin_commit()
     producer._sender.wakeup()

@@ -27,6 +27,10 @@ Kafka error in a batch (broker down,       ``Session.finish_commit`` aborts;  ER
 producer fenced, transaction timed out)    ``Worker.run`` starts a new         transaction", ``transactions_total``
                                            session after 1-30 s                ``{outcome="aborted"}``, role
                                                                                ``restoring``
+a transaction the brokers aborted while    ``commit_transaction`` (kafka.      the same, the error being
+it committed (a record refused after it    bounded_commit) raises              ``AbortedCommitError``
+outlived its timeout), which kafka-python  ``AbortedCommitError``; then as
+3.0.12 calls committed                     any Kafka error in a batch
 Kafka error outside a batch (poll, join,   ``Worker.run``: new session         ERROR "Kafka error, restarting the
 takeover, restore)                                                             session in N s", role ``restoring``
                                                                                (not ready) until a session restores
