@@ -36,6 +36,7 @@ import contextlib
 import fcntl
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -91,7 +92,22 @@ class _Signer:
 
     def describe_exit(self) -> str:
         code = self.process.poll() if self.process is not None else None
-        return "is still running" if code is None else f"exited with code {code}"
+        if code is None:
+            return "is still running"
+        return f"was killed by {_signal_name(-code)}" if code < 0 else f"exited with code {code}"
+
+    @property
+    def killed(self) -> bool:
+        """Whether a signal ended the process: something outside it did (an out-of-memory kill, a kill -9)."""
+        code = self.process.poll() if self.process is not None else None
+        return code is not None and code < 0
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class SignerPool:
@@ -285,10 +301,19 @@ class SignerPool:
             write_frame(signer.process.stdin.fileno(), self.config, deadline)
             ready = read_frame(signer.process.stdout.fileno(), deadline)
         except PipeClosedError as error:
+            # Its output closed as it ended: a moment for its exit status, which says who ended it.
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                signer.process.wait(1.0)
+            exit_described, killed = signer.describe_exit(), signer.killed
             self._end(signer, 0.0)
+            hint = (
+                "something outside the worker ended it (the kernel's out-of-memory killer, or a kill -9): check "
+                "the memory limit and the kernel log"
+                if killed
+                else "see its error above. Set signing_processes=0 to sign in the worker's process instead"
+            )
             raise SignerStartError(
-                f"signer process {signer.number} did not start ({error}; it {signer.describe_exit()}); see its "
-                "error above. Set signing_processes=0 to sign in the worker's process instead."
+                f"signer process {signer.number} did not start ({error}; it {exit_described}); {hint}."
             ) from error
         assert ready is not None
         fingerprint, _ = read_ready(ready)

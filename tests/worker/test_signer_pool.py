@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -188,6 +189,20 @@ def test_a_signer_that_cannot_start_stops_the_worker_naming_the_setting(monkeypa
     monkeypatch.setattr(sys, "executable", "/bin/false")
     with pytest.raises(SignerStartError, match="signing_processes=0"):
         started(1, DetectionConfig(), WorkerEvents())
+
+
+def test_a_signer_killed_while_it_starts_is_named_killed_with_where_to_look(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """An out-of-memory kill is not cured by signing in the worker's process: the message says what ended it."""
+    killed_at_start = tmp_path / "python"
+    killed_at_start.write_text("#!/bin/sh\nkill -9 $$\n")
+    killed_at_start.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(killed_at_start))
+    with pytest.raises(SignerStartError) as error:
+        started(1, DetectionConfig(), WorkerEvents())
+    assert "it was killed by SIGKILL" in str(error.value) and "out-of-memory killer" in str(error.value)
+    assert "signing_processes=0" not in str(error.value)
 
 
 def test_a_signer_of_other_detection_settings_is_refused() -> None:
