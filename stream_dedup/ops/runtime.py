@@ -89,11 +89,16 @@ class MetricsEvents(WorkerEvents):
         self.metrics.transactions.labels("aborted").inc()
 
     def partitions_assigned(self, count: int) -> None:
+        """A new assignment: the lag series start again from the partitions now held (measured within a second).
+
+        Why every assignment: a replica that gave some partitions up to another (a signer when a second one
+        joins) kept their last lag beside the new holder's, so that an idle stage summed to a lag that never
+        went, and a standby has no lag of its own.
+        """
         self.metrics.rebalances.inc()
         self.metrics.assigned_partitions.set(count)
         self.metrics.buffered_records.set(0)  # every assignment starts the event-time merge empty
-        if count == 0:
-            self.metrics.consumer_lag.clear()  # a standby has no lag of its own
+        self.metrics.consumer_lag.clear()
 
     def lag_measured(self, lag: dict[tuple[str, int], int]) -> None:
         for (topic, partition), records in lag.items():

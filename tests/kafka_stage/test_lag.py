@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from stream_dedup.ops.http import Health
+from stream_dedup.ops.metrics import WorkerMetrics
+from stream_dedup.ops.runtime import MetricsEvents
 from stream_dedup.worker import committer
 from stream_dedup.worker.events import WorkerEvents
 from tests.corpus import make_clustered_corpus
@@ -109,3 +112,56 @@ def test_a_judge_waiting_for_the_shards_lags_by_the_batches_it_holds_and_no_role
             assert set(judged.of(signer.answers_topic).values()) == {0}
             wait_until(lambda: answered.of(sequenced) == {0: 0}, 30, "the shards to lag by nothing")
         assert signed.of(stage.input_topic) == {0: 0, 1: 0, 2: 0}
+
+
+def lag_series(metrics: WorkerMetrics) -> dict[tuple[str, str], float]:
+    """The ``stream_dedup_consumer_lag_records`` series a scrape of ``metrics`` would show, by (topic, partition)."""
+    return {
+        (sample.labels["topic"], sample.labels["partition"]): sample.value
+        for family in metrics.consumer_lag.collect()
+        for sample in family.samples
+    }
+
+
+def held(metrics: WorkerMetrics) -> float:
+    """``stream_dedup_assigned_partitions`` as a scrape of ``metrics`` would show it."""
+    return float(metrics.registry.get_sample_value("stream_dedup_assigned_partitions") or 0.0)
+
+
+def test_a_signer_that_gives_up_partitions_to_another_stops_reporting_their_lag(stage: Stage) -> None:
+    # Records of an upstream transaction left open lie past what any consumer may read: every partition lags
+    # by them, on the signer that holds it, until the transaction commits. A signer that gave a partition up
+    # kept its last lag, beside the new holder's: an idle stage summed to a lag that never went (a false
+    # StreamDedupNoProgress, as no verdict comes).
+    produce(stage.bootstrap, stage.input_topic, document_messages(make_clustered_corpus(30, seed=12), partitions=3))
+    upstream = KafkaProducer(bootstrap_servers=stage.bootstrap, transactional_id=f"upstream-{stage.group_id}")
+    upstream.init_transactions()
+    upstream.begin_transaction()
+    late = document_messages(make_clustered_corpus(60, seed=13)[30:], partitions=3)
+    for key, value, partition, timestamp in late:
+        upstream.send(stage.input_topic, key=key, value=value, partition=partition, timestamp_ms=timestamp)
+    upstream.flush(30)
+    roles = dict(batch_size=50, index_slots=6, shards=2)
+    first, second = WorkerMetrics(), WorkerMetrics()
+    try:
+        with role_threads(stage.settings("signer-1", role="signer", **roles), events=MetricsEvents(first, Health())):
+            wait_until(lambda: set(lag_series(first).values()) == {10}, 60, "the first signer to lag by the open one")
+            with role_threads(
+                stage.settings("signer-2", role="signer", **roles), events=MetricsEvents(second, Health())
+            ):
+                wait_until(lambda: held(second) > 0, 60, "the second signer's partitions")
+                upstream.commit_transaction()
+                # Each signer reports the partitions it holds, and none lags once the transaction is signed.
+                wait_until(
+                    lambda: (
+                        len(lag_series(first)) == held(first)
+                        and len(lag_series(second)) == held(second)
+                        and set(lag_series(first).values()) | set(lag_series(second).values()) == {0}
+                    ),
+                    60,
+                    "each signer to report the lag of its own partitions only, and none",
+                )
+                assert set(lag_series(first)).isdisjoint(lag_series(second))
+                assert len(lag_series(first)) + len(lag_series(second)) == 3
+    finally:
+        upstream.close()
