@@ -56,6 +56,7 @@ class MetricsEvents(WorkerEvents):
         self.metrics.assigned_partitions.set(0)
         self.metrics.consumer_lag.clear()
         self.metrics.buffered_records.set(0)
+        self.metrics.merge_wait.set(0)
 
     def batch_committed(self, report: BatchReport) -> None:
         m = self.metrics
@@ -93,12 +94,15 @@ class MetricsEvents(WorkerEvents):
 
         Why every assignment: a replica that gave some partitions up to another (a signer when a second one
         joins) kept their last lag beside the new holder's, so that an idle stage summed to a lag that never
-        went, and a standby has no lag of its own.
+        went, and a standby has no lag of its own. Likewise a judge's merge wait: one that stood by after
+        waiting for a stuck shard kept its last wait for good (measured: 12.9 s, unchanged while it stood
+        by with the shards back), and StreamDedupShardLagging fires per instance.
         """
         self.metrics.rebalances.inc()
         self.metrics.assigned_partitions.set(count)
         self.metrics.buffered_records.set(0)  # every assignment starts the event-time merge empty
         self.metrics.consumer_lag.clear()
+        self.metrics.merge_wait.set(0)  # nothing read yet waits; an active judge measures again within a second
 
     def lag_measured(self, lag: dict[tuple[str, int], int]) -> None:
         for (topic, partition), records in lag.items():

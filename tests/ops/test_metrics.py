@@ -306,6 +306,26 @@ def test_a_replica_restoring_after_a_kafka_error_holds_no_partition_and_has_no_l
     assert "stream_dedup_consumer_lag_records{" not in text
 
 
+@pytest.mark.parametrize("held_nothing", ["restoring", "standby"])
+def test_a_judge_that_no_longer_holds_the_topics_waits_for_no_shard(held_nothing: str) -> None:
+    # A judge waiting for a stuck shard, whose session ends (a Kafka error) while a second judge takes over:
+    # it restores, then stands by, and its wait no longer moves. Kept, StreamDedupShardLagging (max by instance)
+    # fired on it for ever, the shard long back and the active judge's wait at 0.
+    metrics = WorkerMetrics()
+    events = MetricsEvents(metrics, Health())
+    events.partitions_assigned(3)
+    events.role_changed("active", "judge: 3 partitions")
+    events.merge_waited(420.0)
+
+    if held_nothing == "restoring":
+        events.role_changed("restoring", "restarting after a Kafka error")
+    else:
+        events.partitions_assigned(0)
+        events.role_changed("standby", "standby: another replica holds the partitions")
+
+    assert sample(metrics, "stream_dedup_merge_wait_seconds") == 0
+
+
 def test_role_steps_fill_the_latency_batch_and_candidate_series_as_one_process_batches_do() -> None:
     metrics = WorkerMetrics()
     events = MetricsEvents(metrics, Health())
