@@ -31,7 +31,15 @@ from tests.deploy.deployfiles import require_module
 yaml = require_module("yaml")  # tests.deploy.promql needs it too
 
 from tests.deploy.live import PrometheusServer, free_port, prometheus_binary, running_prometheus  # noqa: E402
-from tests.deploy.promql import ALERTS, JOB, SHARDED_JOB, Query, all_queries, load_alert_rules  # noqa: E402
+from tests.deploy.promql import (  # noqa: E402
+    ALERTS,
+    JOB,
+    SHARDED_JOB,
+    Query,
+    all_queries,
+    dashboard_queries,
+    load_alert_rules,
+)
 
 from .stage import Stage, WorkerProcess, document_messages, role_processes, wait_until  # noqa: E402
 from .test_worker import BAD_MESSAGES  # noqa: E402
@@ -264,3 +272,15 @@ def test_every_dashboard_query_and_alert_signal_returns_series_from_a_live_shard
     ) as prometheus:
         # The roles' standbys are optional (docker-compose.yml's profile runs none).
         check_every_query_shows_something(prometheus, other_stages_alerts=["StreamDedupNoStandby"])
+        check_snapshot_ages_show_the_shards_only(prometheus)
+
+
+def check_snapshot_ages_show_the_shards_only(prometheus: PrometheusServer) -> None:
+    """The snapshot age panels show the shards only: a signer and a judge write no snapshot, and their timestamp
+    of 0 showed as an age of 56 years beside the shards'."""
+    keeping = prometheus.query(f'stream_dedup_stage_role{{job="{SHARDED_JOB}", stage_role="shard"}}')
+    shards = {series["metric"]["instance"] for series in keeping["data"]["result"]}
+    for query in dashboard_queries():
+        if "snapshot_last_success_timestamp_seconds" in query.expr:
+            shown = {series["metric"]["instance"] for series in prometheus.query(query.expr)["data"]["result"]}
+            assert shown == shards, f"{query.name} shows {sorted(shown)}, not the shards {sorted(shards)}"
