@@ -22,8 +22,11 @@ class MetricsEvents(WorkerEvents):
     """Turns what the worker reports into Prometheus metrics, health answers and the status page's history.
 
     The index's eviction and hot-bucket totals restart from a snapshot's
-    values when a session restores; the counters follow their increases only,
-    so they never go down within a process (as Prometheus counters must not).
+    values (or from 0 without one) when a session restores, and climb again
+    as the index replays what came after; the counters count only what takes
+    a total past the highest seen in this process, so they never go down (as
+    Prometheus counters must not) and a replay does not count again what the
+    process counted before (a shard's evictions doubled at each restart).
     """
 
     def __init__(self, metrics: WorkerMetrics, health: Health) -> None:
@@ -184,11 +187,13 @@ class MetricsEvents(WorkerEvents):
         self.metrics.merge_wait.set(seconds)
 
 
-def _count_increase(counter: Counter, last: int | None, total: int) -> int:
-    """Add ``total - last`` to ``counter`` when positive; return ``total`` as the new ``last``."""
-    if last is not None and total > last:
-        counter.inc(total - last)
-    return total
+def _count_increase(counter: Counter, highest: int | None, total: int) -> int:
+    """Add what ``total`` passes ``highest`` by to ``counter``; return the new highest (the first total: none added)."""
+    if highest is None:
+        return total
+    if total > highest:
+        counter.inc(total - highest)
+    return max(highest, total)
 
 
 @contextlib.contextmanager

@@ -326,6 +326,22 @@ def test_a_judge_that_no_longer_holds_the_topics_waits_for_no_shard(held_nothing
     assert sample(metrics, "stream_dedup_merge_wait_seconds") == 0
 
 
+def test_evictions_replayed_after_a_session_restarts_are_not_counted_again() -> None:
+    # A shard's session ends on a Kafka error and rebuilds its index from the sequenced topic, reporting its size
+    # as it goes: the evictions of the rebuild are those the process counted before. Measured on the broker, a
+    # shard's counter went from 151 to 302 across such a restart, its index unchanged.
+    metrics = WorkerMetrics()
+    events = MetricsEvents(metrics, Health())
+    events.index_changed(0, 0, 0)
+    events.index_changed(47, 1_000, 151)
+    events.role_changed("restoring", "restarting after a Kafka error")
+    events.index_changed(0, 0, 0)  # no snapshot: an empty index, rebuilt from the topic
+    events.index_changed(47, 1_000, 151)
+    assert sample(metrics, "stream_dedup_evicted_documents_total") == 151
+    events.index_changed(55, 1_100, 169)  # new documents push older ones out
+    assert sample(metrics, "stream_dedup_evicted_documents_total") == 169
+
+
 def test_role_steps_fill_the_latency_batch_and_candidate_series_as_one_process_batches_do() -> None:
     metrics = WorkerMetrics()
     events = MetricsEvents(metrics, Health())
