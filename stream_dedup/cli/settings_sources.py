@@ -91,6 +91,10 @@ def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:
         kind = next(option for option in options if option is not type(None))
     if typing.get_origin(kind) is typing.Literal:
         return raw  # the dataclass checks the choices and lists them
+    if kind is str and not isinstance(raw, str):
+        # Only the file gives anything but text. str() would make a setting of another value than the one
+        # written: ``sasl_password = 0x1F`` the password "31", ``snapshot_dir = true`` a directory "True".
+        raise ConfigError(name, f"must be text, in quotes in the file: got {raw!r} (from {origin})")
     if kind is int and isinstance(raw, float) and not raw.is_integer():
         # A TOML float: int() would cut 2.7 to 2 (and fail on inf with an OverflowError).
         raise ConfigError(name, f"must be a whole number, got {raw!r} (from {origin})")

@@ -220,6 +220,26 @@ def test_an_array_table_or_date_in_the_file_is_refused_naming_the_setting(
         resolve_settings({}, {}, str(config))
 
 
+@pytest.mark.parametrize(
+    ("line", "setting"),
+    [
+        ("sasl_password = 0x1F", "sasl_password"),
+        ("snapshot_dir = true", "snapshot_dir"),
+        ("input_topic = 1e3", "input_topic"),
+        ("group_id = 1_000", "group_id"),
+        ("unique_topic = 2024", "unique_topic"),
+    ],
+)
+def test_a_number_or_boolean_in_the_file_for_a_text_setting_is_refused_not_rewritten(
+    tmp_path: Path, line: str, setting: str
+) -> None:
+    """TOML reads ``0x1F`` as 31: taken as text, the setting would be "31", not what the file says."""
+    config = tmp_path / "stage.toml"
+    config.write_text(line + "\n")
+    with pytest.raises(ConfigError, match=f"'{setting}': must be text, in quotes in the file"):
+        resolve_settings({}, {}, str(config))
+
+
 def test_a_whole_float_in_the_file_is_taken_for_its_number(tmp_path: Path) -> None:
     config = tmp_path / "stage.toml"
     config.write_text("batch_size = 2.0\n")
