@@ -87,9 +87,7 @@ def check_bootstrap_servers(connection: KafkaConnection, timeout_seconds: float 
     does not exist.
     """
     _check_ssl_files(connection)
-    answers = [
-        probe_server(server, connection, timeout_seconds) for server in connection.options()["bootstrap_servers"]
-    ]
+    answers = [probe_server(server, connection, timeout_seconds) for server in connection.servers()]
     if any(answer.problem is None for answer in answers):
         for answer in answers:
             if answer.problem is not None:
@@ -103,11 +101,7 @@ def check_bootstrap_servers(connection: KafkaConnection, timeout_seconds: float 
 
 def probe_server(server: str, connection: KafkaConnection, timeout_seconds: float) -> BrokerAnswer:
     """Steps 1 to 4 of the module docstring against one ``host:port``."""
-    host, _, port_text = server.rpartition(":")
-    host = host.strip("[]")  # [::1]:9092
-    if not host or not port_text.isdigit():
-        raise ConfigError("bootstrap_servers", f"{server!r} is not host:port")
-    port = int(port_text)
+    host, port = server_address(server)
     try:
         socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as error:
@@ -130,6 +124,21 @@ def probe_server(server: str, connection: KafkaConnection, timeout_seconds: floa
         return _handshake(server, options, timeout_seconds) or BrokerAnswer(server)
     finally:
         kafka_log.setLevel(level)
+
+
+def server_address(server: str) -> tuple[str, int]:
+    """The host and port of one bootstrap server, ``host:port`` (``[::1]:9092`` for IPv6).
+
+    Raises :class:`~stream_dedup.errors.ConfigError` naming ``bootstrap_servers``
+    for anything else: a port out of range was tried and reported as "connection
+    refused" (exit 3, as if no broker listened), and a digit ``isdigit`` takes
+    but ``int`` does not (``²``) ended in a traceback.
+    """
+    host, _, port_text = server.rpartition(":")
+    host = host.strip("[]")
+    if host and port_text.isascii() and port_text.isdigit() and 1 <= int(port_text) <= 65_535:
+        return host, int(port_text)
+    raise ConfigError("bootstrap_servers", f"{server!r} is not host:port (a port from 1 to 65535)")
 
 
 def _handshake(server: str, options: dict[str, Any], timeout_seconds: float) -> BrokerAnswer | None:

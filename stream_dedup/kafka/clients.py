@@ -78,10 +78,14 @@ class KafkaConnection:
     ssl_password: str | None = field(default=None, repr=False)
     client_id: str = "stream-dedup"
 
+    def servers(self) -> list[str]:
+        """Each ``host:port`` of ``bootstrap_servers``, as the clients are given them."""
+        return [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()]
+
     def options(self) -> dict[str, Any]:
         """Keyword arguments for any kafka-python client (its defaults for unset options, but the reconnect backoff)."""
         given = {
-            "bootstrap_servers": [s.strip() for s in self.bootstrap_servers.split(",") if s.strip()],
+            "bootstrap_servers": self.servers(),
             "security_protocol": self.security_protocol,
             "sasl_mechanism": self.sasl_mechanism,
             "sasl_plain_username": self.sasl_plain_username,

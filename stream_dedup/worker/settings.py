@@ -19,6 +19,7 @@ from stream_dedup.engine.field_paths import check_field_setting
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.bounded_commit import WrittenTopics
+from stream_dedup.kafka.broker_check import server_address
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputFormat, InputReading
 from stream_dedup.kafka.record_texts import RecordTexts
@@ -131,6 +132,8 @@ class ConnectionSettings:
     def __post_init__(self) -> None:
         if not self.bootstrap_servers.strip():
             raise ConfigError("bootstrap_servers", "must name at least one host:port")
+        for server in KafkaConnection(self.bootstrap_servers).servers():
+            server_address(server)  # at start-up, not when the servers are tried one after another
         protocols = typing.get_args(SecurityProtocol)
         if self.security_protocol not in protocols:
             raise ConfigError(

@@ -90,6 +90,8 @@ def test_a_bad_connection_setting_exits_2_naming_it(
     assert "invalid setting 'sasl_mechanism': is required with security_protocol=SASL_SSL" in capsys.readouterr().err
     assert main([command, "--security-protocol", "KERBEROS"]) == 2
     assert "invalid setting 'security_protocol': must be one of PLAINTEXT, SSL" in capsys.readouterr().err
+    assert main([command, "--bootstrap-servers", "kafka-0:9092,kafka-1:90920"]) == 2
+    assert "invalid setting 'bootstrap_servers': 'kafka-1:90920' is not host:port" in capsys.readouterr().err
     assert not connections
 
 

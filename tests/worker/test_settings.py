@@ -240,6 +240,31 @@ def test_a_number_or_boolean_in_the_file_for_a_text_setting_is_refused_not_rewri
         resolve_settings({}, {}, str(config))
 
 
+@pytest.mark.parametrize(
+    "servers",
+    [
+        "127.0.0.1:0",
+        "127.0.0.1:65536",
+        "kafka-0:9092,kafka-1:99999",
+        "kafka-0:\u00b2",
+        "kafka-0:\u0663",
+        ":9092",
+        "kafka-0",
+    ],
+)
+def test_a_bootstrap_server_that_is_not_host_and_port_is_refused_when_the_settings_are_built(servers: str) -> None:
+    """Not when the servers are tried: a port out of range was "connection refused" (exit 3), and ``²`` a
+    traceback (``str.isdigit`` takes it, ``int`` does not)."""
+    with pytest.raises(ConfigError, match=r"is not host:port \(a port from 1 to 65535\)") as raised:
+        resolve_settings({"bootstrap_servers": servers}, {})
+    assert raised.value.setting == "bootstrap_servers"
+
+
+def test_bootstrap_servers_take_ipv6_addresses_in_brackets_and_spaces_after_commas() -> None:
+    settings = resolve_settings({"bootstrap_servers": "[::1]:9092, kafka-1:65535"}, {})
+    assert settings.connection().servers() == ["[::1]:9092", "kafka-1:65535"]
+
+
 def test_a_whole_float_in_the_file_is_taken_for_its_number(tmp_path: Path) -> None:
     config = tmp_path / "stage.toml"
     config.write_text("batch_size = 2.0\n")
