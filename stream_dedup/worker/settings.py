@@ -28,6 +28,11 @@ from stream_dedup.worker.cores import default_signing_processes
 
 SecurityProtocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 LogFormat = Literal["auto", "json", "text"]
+#: The SASL mechanisms kafka-python can use with these settings: OAUTHBEARER, which it knows too, needs a token
+#: provider object that no flag, variable or file key can give.
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "AWS_MSK_IAM")
+#: The mechanisms that send sasl_username and sasl_password (kafka-python refuses them without both).
+_PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: What a process runs: the whole stage, or one role of a sharded stage (``docs/scale-out.md``).
 StageRole = Literal["all", "signer", "shard", "judge"]
 _KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -99,6 +104,15 @@ def _check_kafka_name(setting: str, name: str, made_from: str = "") -> None:
     raise ConfigError(setting, f"{shown} is not a valid Kafka name ({KAFKA_NAME_RULE})")
 
 
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` can be sent as UTF-8: bytes of another encoding in a variable arrive as lone surrogates."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _setting(default: _T, help: str, secret: bool = False) -> _T:
     """A dataclass field with its help text (shown by `stream-dedup run --help`), typed as its default."""
     return field(default=default, metadata={"help": help}, repr=not secret)
@@ -121,7 +135,7 @@ class ConnectionSettings:
 
     bootstrap_servers: str = _setting("127.0.0.1:9092", "Kafka brokers, comma-separated host:port")
     security_protocol: SecurityProtocol = _setting("PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL")
-    sasl_mechanism: str | None = _setting(None, "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, ...")
+    sasl_mechanism: str | None = _setting(None, ", ".join(SASL_MECHANISMS))
     sasl_username: str | None = _setting(None, "SASL user name")
     sasl_password: str | None = _setting(None, "SASL password (prefer the environment variable)", secret=True)
     ssl_cafile: str | None = _setting(None, "CA bundle to verify the brokers")
@@ -139,8 +153,25 @@ class ConnectionSettings:
             raise ConfigError(
                 "security_protocol", f"must be one of {', '.join(protocols)}; got {self.security_protocol!r}"
             )
-        if self.security_protocol.startswith("SASL") and not self.sasl_mechanism:
+        if self.security_protocol.startswith("SASL"):
+            self._check_sasl()
+
+    def _check_sasl(self) -> None:
+        """Refuse what kafka-python refuses only in the handshake, where the start-up check read its
+        refusal as the brokers': "SASL mechanism not enabled" (exit 4) for a missing password."""
+        if not self.sasl_mechanism:
             raise ConfigError("sasl_mechanism", f"is required with security_protocol={self.security_protocol}")
+        if self.sasl_mechanism not in SASL_MECHANISMS:
+            raise ConfigError(
+                "sasl_mechanism",
+                f"must be one of {', '.join(SASL_MECHANISMS)} (as written); got {self.sasl_mechanism!r}",
+            )
+        for name in ("sasl_username", "sasl_password"):
+            value = getattr(self, name)
+            if self.sasl_mechanism in _PASSWORD_MECHANISMS and not value:
+                raise ConfigError(name, f"is required with sasl_mechanism={self.sasl_mechanism}")
+            if value and not _is_utf8(value):
+                raise ConfigError(name, "is not UTF-8 text: a byte of another encoding in the environment?")
 
     def connection(self, client_id: str | None = None) -> KafkaConnection:
         """The clients' options; ``client_id`` names the command in the brokers' logs and quotas."""

@@ -149,8 +149,8 @@ def test_a_topic_refused_at_start_up_exits_4_naming_user_and_topics(
     monkeypatch.setattr(run_command, "check_bootstrap_servers", lambda connection: None)
     monkeypatch.setattr(Worker, "run", refuse)
     sasl = ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", "dedup"]
-    argv = ["run", "--bootstrap-servers", "kafka-0:9093", *sasl, "--input-topic", "docs", "--metrics-port", "0"]
-    assert main([*argv, "--log-level", "ERROR"]) == 4
+    argv = ["run", "--bootstrap-servers", "kafka-0:9093", *sasl, "--sasl-password", "secret", "--input-topic", "docs"]
+    assert main([*argv, "--metrics-port", "0", "--log-level", "ERROR"]) == 4
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "kafka-0:9093 refused access (TopicAuthorizationFailedError" in err

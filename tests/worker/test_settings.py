@@ -1,15 +1,17 @@
 """Worker settings: flags over environment over file over defaults; bad values name the setting."""
 
+import os
 import re
 import typing
 from dataclasses import fields
 from pathlib import Path
 
+import kafka.net.sasl as kafka_sasl
 import pytest
 
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.errors import ConfigError
-from stream_dedup.worker.settings import WorkerSettings, default_instance_id
+from stream_dedup.worker.settings import SASL_MECHANISMS, WorkerSettings, default_instance_id
 
 
 def test_flags_win_over_the_environment_which_wins_over_the_file(tmp_path: Path) -> None:
@@ -263,6 +265,39 @@ def test_a_bootstrap_server_that_is_not_host_and_port_is_refused_when_the_settin
 def test_bootstrap_servers_take_ipv6_addresses_in_brackets_and_spaces_after_commas() -> None:
     settings = resolve_settings({"bootstrap_servers": "[::1]:9092, kafka-1:65535"}, {})
     assert settings.connection().servers() == ["[::1]:9092", "kafka-1:65535"]
+
+
+@pytest.mark.parametrize(
+    ("values", "setting", "words"),
+    [
+        ({"sasl_mechanism": "plain"}, "sasl_mechanism", "must be one of PLAIN, SCRAM-SHA-256"),
+        ({"sasl_mechanism": "OAUTHBEARER"}, "sasl_mechanism", "must be one of PLAIN, SCRAM-SHA-256"),
+        (
+            {"sasl_mechanism": "PLAIN", "sasl_password": "secret"},
+            "sasl_username",
+            "is required with sasl_mechanism=PLAIN",
+        ),
+        ({"sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "dedup"}, "sasl_password", "is required with"),
+        (
+            {"sasl_mechanism": "PLAIN", "sasl_username": "dedup", "sasl_password": os.fsdecode(b"s\xe9cret")},
+            "sasl_password",
+            "is not UTF-8 text",
+        ),
+    ],
+)
+def test_sasl_settings_the_handshake_would_refuse_are_refused_by_name(
+    values: dict[str, str], setting: str, words: str
+) -> None:
+    """kafka-python refuses these only in the handshake, which the start-up check took for the brokers'
+    refusal: "SASL mechanism not enabled" (exit 4) for a missing password."""
+    with pytest.raises(ConfigError, match=re.escape(words)) as raised:
+        resolve_settings({"security_protocol": "SASL_SSL", **values}, {})
+    assert raised.value.setting == setting
+    assert "cret" not in str(raised.value)
+
+
+def test_the_sasl_mechanisms_are_those_kafka_python_can_use_without_a_token_provider() -> None:
+    assert set(SASL_MECHANISMS) == set(kafka_sasl.SASL_MECHANISMS) - {"OAUTHBEARER"}
 
 
 def test_a_whole_float_in_the_file_is_taken_for_its_number(tmp_path: Path) -> None:
