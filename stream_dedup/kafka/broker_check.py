@@ -238,6 +238,8 @@ def _check_ssl_files(connection: KafkaConnection) -> None:
         ("ssl_certfile", connection.ssl_certfile),
         ("ssl_keyfile", connection.ssl_keyfile),
     ):
+        if path is not None and os.path.isdir(path):
+            raise ConfigError(setting, f"{path} is a directory: name the PEM file in it")
         if path is not None and not os.path.isfile(path):
             raise ConfigError(setting, f"no such file: {path}")
 

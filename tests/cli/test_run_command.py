@@ -140,6 +140,16 @@ def test_a_missing_ssl_file_is_a_bad_setting(capsys: pytest.CaptureFixture[str],
     assert f"invalid setting 'ssl_cafile': no such file: {missing}" in capsys.readouterr().err
 
 
+def test_an_ssl_file_that_is_a_directory_is_named_a_directory_not_missing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    argv = ["run", "--bootstrap-servers", "127.0.0.1:1", "--security-protocol", "SSL", "--ssl-cafile", str(tmp_path)]
+    assert main([*argv, "--metrics-port", "0", "--log-level", "ERROR"]) == 2
+    assert (
+        f"invalid setting 'ssl_cafile': {tmp_path} is a directory: name the PEM file in it" in capsys.readouterr().err
+    )
+
+
 def test_a_topic_refused_at_start_up_exits_4_naming_user_and_topics(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
