@@ -95,6 +95,10 @@ def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:
         # Only the file gives anything but text. str() would make a setting of another value than the one
         # written: ``sasl_password = 0x1F`` the password "31", ``snapshot_dir = true`` a directory "True".
         raise ConfigError(name, f"must be text, in quotes in the file: got {raw!r} (from {origin})")
+    if isinstance(raw, str) and "\0" in raw:
+        # Only the file can hold one ("\u0000"): no path, host name or password can, and the calls below
+        # (os.mkdir for snapshot_dir, the socket for metrics_host) raised ValueError and TypeError on it.
+        raise ConfigError(name, f"must not hold a NUL character (\\u0000) (from {origin})")
     if kind is int and isinstance(raw, float) and not raw.is_integer():
         # A TOML float: int() would cut 2.7 to 2 (and fail on inf with an OverflowError).
         raise ConfigError(name, f"must be a whole number, got {raw!r} (from {origin})")

@@ -300,6 +300,17 @@ def test_the_sasl_mechanisms_are_those_kafka_python_can_use_without_a_token_prov
     assert set(SASL_MECHANISMS) == set(kafka_sasl.SASL_MECHANISMS) - {"OAUTHBEARER"}
 
 
+@pytest.mark.parametrize("setting", ["snapshot_dir", "metrics_host", "sasl_password", "ssl_cafile", "text_field"])
+def test_a_nul_character_in_a_text_setting_of_the_file_is_refused_naming_the_setting(
+    tmp_path: Path, setting: str
+) -> None:
+    """os.mkdir (snapshot_dir) and the socket (metrics_host) raised ValueError and TypeError on it: tracebacks."""
+    config = tmp_path / "stage.toml"
+    config.write_text(f'{setting} = "a\\u0000b"\n')
+    with pytest.raises(ConfigError, match=re.escape(f"'{setting}': must not hold a NUL character")):
+        resolve_settings({}, {}, str(config))
+
+
 def test_a_whole_float_in_the_file_is_taken_for_its_number(tmp_path: Path) -> None:
     config = tmp_path / "stage.toml"
     config.write_text("batch_size = 2.0\n")
