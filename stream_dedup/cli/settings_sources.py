@@ -27,6 +27,8 @@ CONFIG_VARIABLE = "STREAM_DEDUP_CONFIG"
 #: raised TypeError on those, a traceback, and str() turned ``snapshot_dir = ["a"]`` into a directory ``['a']``).
 _SCALARS = (str, int, float, bool)
 _TRUE = {"1", "true", "yes", "on"}
+#: Settings whose values no message shows (the passwords).
+_SECRETS = frozenset(setting.name for setting in fields(WorkerSettings) if not setting.repr)
 _FALSE = {"0", "false", "no", "off"}
 
 
@@ -82,7 +84,8 @@ def _read_file(path: Path) -> dict[str, Any]:
 def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:
     """``raw`` (a string from the environment, or a TOML or flag value) as a value of type ``kind``."""
     if not isinstance(raw, _SCALARS):
-        raise ConfigError(name, f"must be one {_type_name(kind)}, not the TOML {_toml_kind(raw)} (from {origin})")
+        written = _toml_kind(raw, "(not shown)" if name in _SECRETS else None)
+        raise ConfigError(name, f"must be one {_type_name(kind)}, not the TOML {written} (from {origin})")
     optional = isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union
     options = typing.get_args(kind) if optional else ()
     if options:
@@ -94,7 +97,8 @@ def _convert(name: str, raw: Any, kind: Any, origin: str) -> Any:
     if kind is str and not isinstance(raw, str):
         # Only the file gives anything but text. str() would make a setting of another value than the one
         # written: ``sasl_password = 0x1F`` the password "31", ``snapshot_dir = true`` a directory "True".
-        raise ConfigError(name, f"must be text, in quotes in the file: got {raw!r} (from {origin})")
+        written = f"a TOML {type(raw).__name__} (not shown)" if name in _SECRETS else repr(raw)
+        raise ConfigError(name, f"must be text, in quotes in the file: got {written} (from {origin})")
     if isinstance(raw, str) and "\0" in raw:
         # Only the file can hold one ("\u0000"): no path, host name or password can, and the calls below
         # (os.mkdir for snapshot_dir, the socket for metrics_host) raised ValueError and TypeError on it.
@@ -123,11 +127,12 @@ def _type_name(kind: Any) -> str:
     return "str" if typing.get_origin(kind) is typing.Literal else str(getattr(kind, "__name__", kind))
 
 
-def _toml_kind(raw: Any) -> str:
-    """A value that is no single setting value as TOML calls it and wrote it: an array, a table, a date or time."""
+def _toml_kind(raw: Any, shown: str | None = None) -> str:
+    """A value that is no single setting value as TOML calls it and wrote it (``shown`` instead, for a secret):
+    an array, a table, a date or time."""
     if isinstance(raw, list):
-        return f"array {raw!r}"
-    return f"table {raw!r}" if isinstance(raw, dict) else f"date or time {raw}"
+        return f"array {shown or repr(raw)}"
+    return f"table {shown or repr(raw)}" if isinstance(raw, dict) else f"date or time {shown or raw}"
 
 
 def _boolean(raw: Any) -> bool:

@@ -311,6 +311,18 @@ def test_a_nul_character_in_a_text_setting_of_the_file_is_refused_naming_the_set
         resolve_settings({}, {}, str(config))
 
 
+@pytest.mark.parametrize("value", ["0x1F", '["hunter2"]', '{ value = "hunter2" }', "2024-01-01"])
+@pytest.mark.parametrize("setting", ["sasl_password", "ssl_password"])
+def test_a_password_of_the_wrong_type_in_the_file_is_refused_without_showing_it(
+    tmp_path: Path, setting: str, value: str
+) -> None:
+    config = tmp_path / "stage.toml"
+    config.write_text(f"{setting} = {value}\n")
+    with pytest.raises(ConfigError, match=f"'{setting}'") as raised:
+        resolve_settings({}, {}, str(config))
+    assert not {"31", "hunter2", "2024"} & set(re.findall(r"\w+", str(raised.value).split(" (from ")[0]))
+
+
 def test_a_whole_float_in_the_file_is_taken_for_its_number(tmp_path: Path) -> None:
     config = tmp_path / "stage.toml"
     config.write_text("batch_size = 2.0\n")
