@@ -46,10 +46,11 @@ def run(args: argparse.Namespace) -> int:
     tune_collector()
     settings = resolve_settings(vars(args), os.environ, args.config)
     with observed_worker(settings, __version__) as events:
+        # Made first (no client yet): a snapshot_dir it cannot use is refused even with the brokers down.
+        worker = Worker(settings, events) if settings.role == "all" else role_runner(settings, events)
         # Before any client: kafka-python would report a wrong address and a
         # wrong password alike, as "Unable to bootstrap" after 30 s.
         check_bootstrap_servers(settings.connection())
-        worker = Worker(settings, events) if settings.role == "all" else role_runner(settings, events)
         install_stop_signals(worker)
         try:
             worker.run()

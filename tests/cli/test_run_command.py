@@ -83,13 +83,20 @@ def test_shards_with_the_all_in_one_role_exit_2_naming_both_before_kafka_is_used
     assert "set shards to 1, or role to signer, shard or judge" in err
 
 
-def test_a_snapshot_dir_that_is_a_file_exits_2_naming_it(
-    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("role", [["--role", "all"], ["--role", "shard", "--shards", "1"]], ids=["all", "shard"])
+def test_a_snapshot_dir_that_is_a_file_exits_2_naming_it_before_kafka_is_used(
+    role: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(run_command, "check_bootstrap_servers", lambda connection: None)
+    """Not exit 3 for brokers that are down: the setting is wrong whatever the brokers do."""
+
+    def contacted(connection: object) -> None:
+        raise AssertionError("Kafka was used before the settings were refused")
+
+    monkeypatch.setattr(run_command, "check_bootstrap_servers", contacted)
     taken = tmp_path / "snapshots"
     taken.write_text("not a directory")
-    assert main(["run", "--snapshot-dir", str(taken), "--metrics-port", "0", "--log-level", "ERROR"]) == 2
+    options = ["--snapshot-dir", str(taken), "--metrics-port", "0", "--log-level", "ERROR"]
+    assert main(["run", *role, *options]) == 2
     assert f"invalid setting 'snapshot_dir': cannot make the snapshot directory {taken}" in capsys.readouterr().err
 
 
