@@ -14,7 +14,7 @@ import numpy as np
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.flag_types import field_setting, non_empty_text, whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
-from stream_dedup.cli.output_paths import refuse_clashes
+from stream_dedup.cli.output_paths import refuse_clashes, refuse_unwritable
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject, input_lines, read_records
 from stream_dedup.config import DetectionConfig
@@ -86,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress()
     rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
     written = {"--output": args.output, "--report": args.report, "--rejects": str(rejects_path)}
-    refuse_clashes(args.input, {flag: path for flag, path in written.items() if path and path != "-"})
+    files = {flag: path for flag, path in written.items() if path and path != "-"}
+    refuse_clashes(args.input, files)
+    refuse_unwritable(files)
     rejected = 0
     with ExitStack() as stack:
         source = input_lines(args.input)

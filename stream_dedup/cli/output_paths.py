@@ -1,4 +1,4 @@
-"""Refusing an output path that names the input, or another output, before anything is opened.
+"""Refusing an output path that names the input, or another output, or cannot be made, before anything is opened.
 
 ``dedup in.jsonl -o in.jsonl`` would empty the input as it is read (the
 verdicts of half of it, the rest lost), and a report or rejects file on the
@@ -27,6 +27,20 @@ def refuse_clashes(input_path: str, outputs: dict[str, str]) -> None:
         if identity is not None and identity in seen:
             raise ConfigError(flag, f"{path} is {seen[identity]}: writing it would destroy what is read or written")
         seen[identity] = f"the file of {flag}"
+
+
+def refuse_unwritable(outputs: dict[str, str]) -> None:
+    """Raise :class:`ConfigError` naming the flag of an output that is a directory or in a directory that is not one.
+
+    Before the run: the rejects file is opened at the first reject, after
+    verdicts have been written, and an open that fails names a path, not the flag.
+    """
+    for flag, path in outputs.items():
+        target = Path(path)
+        if target.is_dir():
+            raise ConfigError(flag, f"{path} is a directory: give the name of a file")
+        if not target.parent.is_dir():
+            raise ConfigError(flag, f"{path} cannot be made: {target.parent} is not a directory")
 
 
 def _identity(path: str) -> tuple[int, int] | Path | None:

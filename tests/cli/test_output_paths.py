@@ -1,4 +1,4 @@
-"""``stream-dedup dedup`` refuses to write over its input, or two of its outputs into one file."""
+"""``stream-dedup dedup`` refuses to write over its input, two outputs into one file, or where no file can be."""
 
 from pathlib import Path
 
@@ -22,11 +22,24 @@ CLASHES = {
         "--report",
         "is the file of --output",
     ),
+    "output is a directory": (["in.jsonl", "-o", "."], "--output", ". is a directory"),
+    "output inside a file": (["in.jsonl", "-o", "out.jsonl/v.jsonl"], "--output", "out.jsonl is not a directory"),
+    "report in a missing directory": (
+        ["in.jsonl", "-o", "new.jsonl", "--report", "missing/r.html"],
+        "--report",
+        "missing is not a directory",
+    ),
+    # Rejects are written at the first reject, after verdicts: refused before, naming the flag, not after.
+    "rejects in a missing directory": (
+        ["in.jsonl", "-o", "new.jsonl", "--rejects", "missing/rejects.jsonl"],
+        "--rejects",
+        "missing is not a directory",
+    ),
 }
 
 
 @pytest.mark.parametrize("args, flag, says", CLASHES.values(), ids=CLASHES.keys())
-def test_a_path_that_would_overwrite_what_is_read_or_written_is_refused_before_anything_is_touched(
+def test_a_path_that_would_overwrite_what_is_read_or_written_or_cannot_be_made_is_refused_before_anything_is_touched(
     tmp_path: Path, args: list[str], flag: str, says: str
 ) -> None:
     work = tmp_path / "work"
