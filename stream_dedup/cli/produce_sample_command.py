@@ -39,7 +39,10 @@ def add_parser(subparsers: Any) -> None:
         "--topic", type=topic_name, help="topic to send to (default: the input_topic setting, documents)"
     )
     parser.add_argument(
-        "--partitions", type=whole_number(1, 10_000), default=3, help="partitions if the topic must be created"
+        "--partitions",
+        type=whole_number(1, 10_000),
+        default=3,
+        help="partitions if the topic must be created (default 3)",
     )
     parser.add_argument(
         "--count",

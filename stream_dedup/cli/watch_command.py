@@ -56,7 +56,10 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--topic", type=topic_name, help="topic to read (default: the output_topic setting, verdicts)")
     parser.add_argument("--count", type=whole_number(1, 10**12), help="stop after this many records")
     parser.add_argument(
-        "--idle-seconds", type=number(0.0, 86_400.0), default=10.0, help="stop after this long without records"
+        "--idle-seconds",
+        type=number(0.0, 86_400.0),
+        default=10.0,
+        help="stop after this long without records (default 10)",
     )
     parser.add_argument(
         "--format",
