@@ -329,7 +329,8 @@ def malformed_as_corrupt(source: Path) -> Iterator[None]:
         if str(error).startswith(str(source)):
             raise
         raise CorruptSnapshotError(f"{source}: {error}") from error
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as error:
+    # A size past what numpy can hold raises OverflowError; a header nested past Python's stack, RecursionError.
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as error:
         raise CorruptSnapshotError(
             f"{source} does not hold what a snapshot holds ({error!r}): move it away "
             "(an older snapshot, or the changelog, is used instead)"

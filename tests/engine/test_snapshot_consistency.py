@@ -17,7 +17,7 @@ import pytest
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector, load_snapshot
 from stream_dedup.engine.sharding import ShardDetector, sequence_keys
-from stream_dedup.engine.snapshot import SnapshotImage, capture_snapshot, load_shard_snapshot
+from stream_dedup.engine.snapshot import SnapshotImage, capture_snapshot, load_shard_snapshot, read_snapshot_metadata
 from stream_dedup.errors import CorruptSnapshotError
 from stream_dedup.lsh import IndexedBatch
 from tests.corpus import make_corpus
@@ -153,3 +153,27 @@ def test_a_shard_snapshot_of_the_wrong_json_types_is_refused(tmp_path: Path) -> 
 
     with pytest.raises(CorruptSnapshotError, match=r"index\.snap"):
         load_shard_snapshot(written(tmp_path, change_header=change, detector=shard), CONFIG, 0, 2)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda header: header["arrays"][-1].update(shape=[2**64]),
+        lambda header: header["arrays"][-1].update(shape=[0, 2**70]),
+        lambda header: header["arrays"][-1].update(offset=2**64),
+    ],
+    ids=["size-past-u64", "size-past-u64-of-none", "offset-past-u64"],
+)
+def test_a_size_or_offset_numpy_cannot_hold_is_refused(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None]
+) -> None:
+    with pytest.raises(CorruptSnapshotError, match=r"index\.snap"):
+        load_snapshot(written(tmp_path, change_header=change), CONFIG)
+
+
+@pytest.mark.parametrize("read", [lambda path: load_snapshot(path, CONFIG), read_snapshot_metadata])
+def test_a_header_nested_past_the_stack_is_refused(tmp_path: Path, read: Callable[[Path], object]) -> None:
+    path = tmp_path / "deep.snap"
+    SnapshotImage(b"[" * 100_000 + b"]" * 100_000, []).write(path)
+    with pytest.raises(CorruptSnapshotError, match=r"deep\.snap"):
+        read(path)
