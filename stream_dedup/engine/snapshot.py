@@ -15,7 +15,10 @@ Loading checks, in order: the end magic (a truncated file fails here), the
 checksum (a flipped bit anywhere fails here), the format version, then every
 signature parameter against the running configuration, so a snapshot made
 with other settings is refused with the name of the parameter that differs.
-Nothing is loaded silently when it is not exactly what was written.
+Past the checksum (a writer's bug, a hand-made file), the directory must lay
+arrays of numbers back to back over the bytes, each named once, and each
+index array must agree with the others. Nothing is loaded silently when it
+is not exactly what was written.
 
 A shard of a sharded stage (:class:`~stream_dedup.engine.sharding.ShardDetector`)
 is snapshotted in the same file format: its index as above, plus the header's
@@ -33,6 +36,7 @@ the next process to open the directory (:func:`abandoned_temporaries`).
 """
 
 import json
+import math
 import os
 import re
 import struct
@@ -348,15 +352,24 @@ def _metadata(source: Path, header: dict[str, Any]) -> dict[str, Any]:
 def _read(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The verified header and the arrays, copied out of the file's bytes."""
     header, body = _verified_parts(source, source.read_bytes())
-    arrays = {}
+    arrays: dict[str, np.ndarray] = {}
+    position = 0  # the writer puts the arrays back to back, in the directory's order, and nothing after
     for entry in header["arrays"]:
-        dtype = np.dtype(entry["dtype"])
-        if not all(type(size) is int and size >= 0 for size in entry["shape"]):
-            raise ValueError(f"array {entry['name']!r} has shape {entry['shape']}")  # -1 would let numpy guess
-        count = int(np.prod(entry["shape"], dtype=np.int64))
-        start = entry["offset"]
-        view = np.frombuffer(body, dtype=dtype, count=count, offset=start)
-        arrays[entry["name"]] = view.reshape(entry["shape"]).copy()
+        name, dtype, shape, offset = entry["name"], np.dtype(entry["dtype"]), entry["shape"], entry["offset"]
+        if dtype.kind not in "biuf" or name in arrays:
+            raise ValueError(f"array {name!r} has dtype {dtype.str}, not a number's, or is named twice")
+        if not all(type(size) is int and size >= 0 for size in shape):
+            raise ValueError(f"array {name!r} has shape {shape}")  # -1 would let numpy guess
+        count = math.prod(shape)
+        if type(offset) is not int or offset != position or position + count * dtype.itemsize > len(body):
+            raise ValueError(
+                f"array {name!r} of shape {shape} is said to start at byte {offset}; the arrays before it end at "
+                f"byte {position}, of {len(body)}"
+            )
+        arrays[name] = np.frombuffer(body, dtype=dtype, count=count, offset=position).reshape(shape).copy()
+        position += count * dtype.itemsize
+    if position != len(body):
+        raise ValueError(f"{len(body) - position} bytes of arrays the directory does not list")
     return header, arrays
 
 

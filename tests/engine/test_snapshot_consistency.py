@@ -177,3 +177,58 @@ def test_a_header_nested_past_the_stack_is_refused(tmp_path: Path, read: Callabl
     SnapshotImage(b"[" * 100_000 + b"]" * 100_000, []).write(path)
     with pytest.raises(CorruptSnapshotError, match=r"deep\.snap"):
         read(path)
+
+
+def shift_first_offset(header: dict[str, Any]) -> None:
+    header["arrays"][0]["offset"] = True  # JSON true: 1 to Python
+
+
+def overlap_last_array(header: dict[str, Any]) -> None:
+    header["arrays"][-1]["offset"] = 0
+
+
+@pytest.mark.parametrize(
+    "change",
+    [shift_first_offset, overlap_last_array],
+    ids=["offset-true", "offsets-overlapping"],
+)
+def test_an_array_directory_that_does_not_lay_the_arrays_back_to_back_is_refused(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None]
+) -> None:
+    """The writer lays each array right after the one before: read from anywhere else, its bytes are others'."""
+    with pytest.raises(CorruptSnapshotError, match=r"index\.snap"):
+        load_snapshot(written(tmp_path, change_header=change), CONFIG)
+
+
+def test_bytes_after_the_last_array_listed_are_refused(tmp_path: Path) -> None:
+    def change(arrays: Arrays) -> None:
+        arrays["unlisted"] = np.zeros(3, dtype=np.uint8)
+
+    def unlist(header: dict[str, Any]) -> None:
+        header["arrays"].pop()
+
+    with pytest.raises(CorruptSnapshotError, match="3 bytes of arrays the directory does not list"):
+        load_snapshot(written(tmp_path, change, unlist), CONFIG)
+
+
+def test_an_array_listed_twice_is_refused(tmp_path: Path) -> None:
+    """Else the second would stand for the first, whose bytes nothing would read."""
+
+    def change(arrays: Arrays) -> None:
+        arrays["again"] = arrays["generation0.sources"]
+
+    def rename(header: dict[str, Any]) -> None:
+        header["arrays"][-1]["name"] = "generation0.sources"
+
+    with pytest.raises(CorruptSnapshotError, match="named twice"):
+        load_snapshot(written(tmp_path, change, rename), CONFIG)
+
+
+@pytest.mark.parametrize("dtype", ["|O", "|V8", "<U2", "<M8[s]", "<c16"])
+def test_an_array_of_a_dtype_that_is_not_a_number_is_refused(tmp_path: Path, dtype: str) -> None:
+    def change(header: dict[str, Any]) -> None:
+        header["arrays"][-1]["dtype"] = dtype
+        header["arrays"][-1]["shape"] = [0]
+
+    with pytest.raises(CorruptSnapshotError, match="not a number's"):
+        load_snapshot(written(tmp_path, change_header=change), CONFIG)
