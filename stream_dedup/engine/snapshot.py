@@ -311,12 +311,32 @@ def _restore_shard(
     else:
         _restore_index(restored.detector, state, arrays)
     restored.detector.stats = DetectorStats(**state["stats"])
-    restored.generation_keys = {base: Arena.of(arrays[f"shard.keys.{base}"]) for base in made_by["key_generations"]}
+    restored.generation_keys = _shard_keys(restored, made_by["key_generations"], arrays)
     stream = made_by["stream"]
     restored.stream.items = [_restore_stretch(meta) for meta in stream["stretches"]]
     restored.stream.evicted_documents = stream["evicted_documents"]
     restored.stream.newest_event_time = _none_to(stream["newest_event_time"], float("-inf"))
     return restored
+
+
+def _shard_keys(restored: ShardDetector, bases: list[int], arrays: dict[str, np.ndarray]) -> dict[int, Arena]:
+    """The sequence keys of each of ``restored``'s generations (by base): int64, one per document it holds.
+
+    Restored otherwise, the shard would answer with other documents' keys,
+    or fail on its first match in a generation without enough of them.
+    """
+    held = {generation.base_seq: len(generation) for generation in restored.detector.index.history.items}
+    keys = {base: arrays[f"shard.keys.{base}"] for base in bases}
+    for base, documents in held.items():
+        found = keys.get(base, np.empty(0, dtype=np.int64))
+        if found.dtype != np.int64 or found.shape != (documents,):
+            raise CorruptSnapshotError(
+                f"snapshot: the sequence keys of the generation from {base} are {found.dtype.str} of shape "
+                f"{found.shape}, not one int64 per each of its {documents} documents"
+            )
+    if not keys.keys() <= held.keys():
+        raise CorruptSnapshotError(f"snapshot: sequence keys of generations {sorted(keys)}, held {sorted(held)}")
+    return {base: Arena.of(values) for base, values in keys.items()}
 
 
 @contextmanager
@@ -440,7 +460,6 @@ def _generation_arrays(generation: Generation) -> dict[str, np.ndarray]:
 def _restore_generation(
     config: DetectionConfig, detector: Detector, meta: dict[str, Any], arrays: dict[str, np.ndarray], i: int
 ) -> Generation:
-    parts = _generation_parts(detector, arrays, i)
     generation = Generation(
         config.sketch_bits // 8,
         detector.banding.bands + 1,
@@ -449,6 +468,8 @@ def _restore_generation(
         keep_fingerprints=config.uses_simhash,
         keep_set_sizes=detector.index.keep_set_sizes,
     )
+    kept_as = {name: values.dtype for name, values in _generation_arrays(generation).items()}
+    parts = _generation_parts(detector, arrays, i, kept_as)
     generation.sketches = Arena.of(parts["sketches"])
     generation.key_highs = Arena.of(parts["key_highs"])
     generation.sources = Arena.of(parts["sources"])
@@ -469,10 +490,13 @@ def _restore_generation(
     return generation
 
 
-def _generation_parts(detector: Detector, arrays: dict[str, np.ndarray], i: int) -> dict[str, np.ndarray]:
+def _generation_parts(
+    detector: Detector, arrays: dict[str, np.ndarray], i: int, kept_as: dict[str, np.dtype[Any]]
+) -> dict[str, np.ndarray]:
     """Generation ``i``'s arrays, by name, checked against each other as ``HammingIndex.restore`` checks its own.
 
-    Every per-document array has a row per sketch, the ends cut their bytes in
+    Every array has the dtype a generation keeps it in (``kept_as``), every
+    per-document array has a row per sketch, the ends cut their bytes in
     order, the band tables are of the running bands and name stored documents
     only: restored otherwise, they would answer for the wrong documents.
     """
@@ -482,6 +506,12 @@ def _generation_parts(detector: Detector, arrays: dict[str, np.ndarray], i: int)
         parts = {name: arrays[f"generation{i}.{name}"] for name in names}
     except KeyError as missing:
         raise CorruptSnapshotError(f"snapshot lacks array {missing}") from None
+    for name, values in parts.items():
+        # Id ends were uint64 before ids were sealed at 2 GiB (see _restore_generation).
+        if values.dtype != kept_as[name] and not (name == "id_ends" and values.dtype == np.uint64):
+            raise CorruptSnapshotError(
+                f"snapshot: array generation{i}.{name} is {values.dtype.str}, not {kept_as[name].str}"
+            )
     documents = parts["sketches"].shape[0] if parts["sketches"].ndim else -1
     tables = detector.banding.bands + 1
     rows = {"sketches": (detector.config.sketch_bits // 8,), "key_highs": (tables,), "sources": ()}

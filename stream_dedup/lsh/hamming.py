@@ -436,14 +436,12 @@ class _Generation:
         arrays: dict[str, np.ndarray],
         number: int,
     ) -> "_Generation":
-        try:
-            fingerprints = np.asarray(arrays[f"generation{number}.fingerprints"], dtype=np.uint64)
-            id_bytes = np.asarray(arrays[f"generation{number}.id_bytes"], dtype=np.uint8)
-            id_ends = np.asarray(arrays[f"generation{number}.id_ends"], dtype=np.uint64)
-            sources = np.asarray(arrays[f"generation{number}.sources"], dtype=np.uint64)
-            skipped = np.asarray(arrays[f"generation{number}.skipped"], dtype=np.uint32)
-        except KeyError as missing:
-            raise CorruptSnapshotError(f"Hamming index export lacks array {missing}") from None
+        fingerprints = _exported(arrays, f"generation{number}.fingerprints", np.uint64)
+        id_bytes = _exported(arrays, f"generation{number}.id_bytes", np.uint8)
+        # uint64 before ids were sealed at 2 GiB.
+        id_ends = _exported(arrays, f"generation{number}.id_ends", np.uint32, np.uint64).astype(np.uint64)
+        sources = _exported(arrays, f"generation{number}.sources", np.uint64)
+        skipped = _exported(arrays, f"generation{number}.skipped", np.uint32)
         documents = int(meta["documents"])
         consistent = (
             fingerprints.shape == (documents,)
@@ -466,6 +464,19 @@ class _Generation:
         generation.first_event_time = _float_or(meta["first_event_time"], float("inf"))
         generation.last_event_time = _float_or(meta["last_event_time"], float("-inf"))
         return generation
+
+
+def _exported(arrays: dict[str, np.ndarray], name: str, *dtypes: npt.DTypeLike) -> np.ndarray:
+    """The exported array ``name``, which must be of one of ``dtypes``: cast, another's values would be wrong."""
+    try:
+        found = arrays[name]
+    except KeyError:
+        raise CorruptSnapshotError(f"Hamming index export lacks array {name!r}") from None
+    if not any(found.dtype == dtype for dtype in dtypes):
+        raise CorruptSnapshotError(
+            f"Hamming index export: array {name} is {found.dtype.str}, not {np.dtype(dtypes[0]).str}"
+        )
+    return found
 
 
 def _crowding(

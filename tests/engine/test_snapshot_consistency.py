@@ -15,9 +15,15 @@ import numpy as np
 import pytest
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.engine import Detector, load_snapshot
+from stream_dedup.engine import Detector, load_snapshot, make_detector
 from stream_dedup.engine.sharding import ShardDetector, sequence_keys
-from stream_dedup.engine.snapshot import SnapshotImage, capture_snapshot, load_shard_snapshot, read_snapshot_metadata
+from stream_dedup.engine.snapshot import (
+    SnapshotImage,
+    Snapshotted,
+    capture_snapshot,
+    load_shard_snapshot,
+    read_snapshot_metadata,
+)
 from stream_dedup.errors import CorruptSnapshotError
 from stream_dedup.lsh import IndexedBatch
 from tests.corpus import make_corpus
@@ -36,7 +42,7 @@ def written(
     tmp_path: Path,
     change_arrays: Callable[[Arrays], None] = lambda arrays: None,
     change_header: Callable[[dict[str, Any]], None] = lambda header: None,
-    detector: Detector | ShardDetector | None = None,
+    detector: Snapshotted | None = None,
 ) -> Path:
     """A snapshot, checksummed right, of what ``change_arrays`` and ``change_header`` leave of a detector's."""
     image = capture_snapshot(detector or detector_of(), {"changelog_offset": 5})
@@ -232,3 +238,83 @@ def test_an_array_of_a_dtype_that_is_not_a_number_is_refused(tmp_path: Path, dty
 
     with pytest.raises(CorruptSnapshotError, match="not a number's"):
         load_snapshot(written(tmp_path, change_header=change), CONFIG)
+
+
+@pytest.mark.parametrize(
+    "name", ["sketches", "key_highs", "sources", "id_ends", "docs", "fingerprints", "entries", "shingle_values"]
+)
+@pytest.mark.parametrize("dtype", ["<f8", ">u8", "<i4"])
+def test_an_index_array_of_another_dtype_is_refused(tmp_path: Path, name: str, dtype: str) -> None:
+    """Cast on restore, its values would be other than written (a float's, a byte-swapped number's)."""
+
+    def change(arrays: Arrays) -> None:
+        arrays[f"generation0.{name}"] = arrays[f"generation0.{name}"].astype(dtype)
+
+    with pytest.raises(CorruptSnapshotError, match=rf"generation0\.{name} is {dtype}"):
+        load_snapshot(written(tmp_path, change), CONFIG)
+
+
+def test_id_ends_of_uint64_as_written_before_ids_were_sealed_still_load(tmp_path: Path) -> None:
+    def change(arrays: Arrays) -> None:
+        arrays["generation0.id_ends"] = arrays["generation0.id_ends"].astype("<u8")
+
+    detector, _ = load_snapshot(written(tmp_path, change), CONFIG)
+    assert detector.index.ids_of(np.array([0, 29], dtype=np.int64)) == ["d0", "d29"]
+
+
+SIMHASH = DetectionConfig(method="simhash")
+
+
+@pytest.mark.parametrize("name", ["fingerprints", "sources", "skipped", "id_bytes", "id_ends"])
+def test_a_hamming_index_array_of_another_dtype_is_refused(tmp_path: Path, name: str) -> None:
+    simhash = make_detector(SIMHASH)
+    simhash.process([f"d{i}" for i in range(10)], make_corpus(10, seed=6))
+
+    def change(arrays: Arrays) -> None:
+        arrays[f"generation0.{name}"] = arrays[f"generation0.{name}"].astype("<f8")
+
+    with pytest.raises(CorruptSnapshotError, match=rf"generation0\.{name} is <f8"):
+        load_snapshot(written(tmp_path, change, detector=simhash), SIMHASH)
+
+
+def shard_of(documents: int) -> ShardDetector:
+    shard = ShardDetector(CONFIG, 0, 2)
+    signed = shard.detector.sign(make_corpus(documents, seed=7))
+    ids = [f"d{i}" for i in range(documents)]
+    shard.answer(
+        IndexedBatch(ids, signed, np.ones(documents), np.arange(documents, dtype=np.uint64)),
+        sequence_keys(0, documents),
+    )
+    return shard
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [lambda keys: keys[:-1], lambda keys: keys.astype("<f8"), lambda keys: keys.astype("<u8")],
+    ids=["one-short", "float", "unsigned"],
+)
+def test_shard_sequence_keys_that_are_not_one_int64_per_document_are_refused(
+    tmp_path: Path, keys: Callable[[np.ndarray], np.ndarray]
+) -> None:
+    def change(arrays: Arrays) -> None:
+        arrays["shard.keys.0"] = keys(arrays["shard.keys.0"])
+
+    with pytest.raises(CorruptSnapshotError, match="sequence keys of the generation from 0"):
+        load_shard_snapshot(written(tmp_path, change, detector=shard_of(20)), CONFIG, 0, 2)
+
+
+def test_shard_sequence_keys_of_a_generation_not_held_are_refused(tmp_path: Path) -> None:
+    def change(arrays: Arrays) -> None:
+        arrays["shard.keys.99"] = np.zeros(0, dtype=np.int64)
+
+    def list_it(header: dict[str, Any]) -> None:
+        header["state"]["shard"]["key_generations"].append(99)
+
+    with pytest.raises(CorruptSnapshotError, match=r"generations \[0, 99\], held \[0\]"):
+        load_shard_snapshot(written(tmp_path, change, list_it, detector=shard_of(20)), CONFIG, 0, 2)
+
+
+def test_a_shard_snapshot_rewritten_unchanged_loads_with_its_keys(tmp_path: Path) -> None:
+    shard = shard_of(20)
+    restored, _ = load_shard_snapshot(written(tmp_path, detector=shard), CONFIG, 0, 2)
+    assert restored.generation_keys[0].values.tolist() == shard.generation_keys[0].values.tolist()
