@@ -35,6 +35,7 @@ the temporary of a write killed with its process is left, and removed by
 the next process to open the directory (:func:`abandoned_temporaries`).
 """
 
+import itertools
 import json
 import math
 import os
@@ -61,7 +62,7 @@ from stream_dedup.lsh.band_table import BUCKET_SLOTS
 from stream_dedup.lsh.generation import Generation
 from stream_dedup.lsh.hamming import HammingIndex
 from stream_dedup.lsh.index import BandIndex
-from stream_dedup.lsh.retention import Stretch
+from stream_dedup.lsh.retention import GenerationList, Stretch
 
 MAGIC = b"SDEDUPSN"
 END_MAGIC = b"SDEDUPEN"
@@ -242,11 +243,13 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
         _check_parameters(source, header["parameters"], config.signature_parameters())
         detector: DuplicateDetector
         if config.method == "simhash":
-            detector = SimHashDetector(config, HammingIndex.restore(state["hamming"], arrays, hamming_index(config)))
+            hamming = HammingIndex.restore(state["hamming"], arrays, hamming_index(config))
+            _check_numbering(hamming.history)
+            detector = SimHashDetector(config, hamming)
         else:
             detector = Detector(config)
             _restore_index(detector, state, arrays)
-        detector.stats = DetectorStats(**state["stats"])
+        detector.stats = _stats(state["stats"])
         return detector, _metadata(source, header)
 
 
@@ -308,13 +311,14 @@ def _restore_shard(
     restored = ShardDetector(config, shard, shards)
     if isinstance(restored.detector, SimHashDetector):
         HammingIndex.restore(state["hamming"], arrays, restored.detector.index)
+        _check_numbering(restored.detector.index.history)
     else:
         _restore_index(restored.detector, state, arrays)
-    restored.detector.stats = DetectorStats(**state["stats"])
+    restored.detector.stats = _stats(state["stats"])
     restored.generation_keys = _shard_keys(restored, made_by["key_generations"], arrays)
     stream = made_by["stream"]
     restored.stream.items = [_restore_stretch(meta) for meta in stream["stretches"]]
-    restored.stream.evicted_documents = stream["evicted_documents"]
+    restored.stream.evicted_documents = _count(stream["evicted_documents"], "stream.evicted_documents")
     restored.stream.newest_event_time = _none_to(stream["newest_event_time"], float("-inf"))
     return restored
 
@@ -400,15 +404,16 @@ def _restore_index(detector: Detector, state: dict[str, Any], arrays: dict[str, 
     index.history.items = [
         _restore_generation(config, detector, meta, arrays, i) for i, meta in enumerate(state["generations"])
     ]
-    index.hot_bucket_skips = state["hot_bucket_skips"]
-    index.history.evicted_documents = state["evicted_documents"]
+    _check_numbering(index.history)
+    index.hot_bucket_skips = _count(state["hot_bucket_skips"], "hot_bucket_skips")
+    index.history.evicted_documents = _count(state["evicted_documents"], "evicted_documents")
     index.history.newest_event_time = _none_to(state["newest_event_time"], float("-inf"))
 
 
 def _restore_stretch(meta: dict[str, Any]) -> Stretch:
-    stretch = Stretch(meta["base_seq"])
-    stretch.documents = meta["documents"]
-    stretch.id_bytes = meta["id_bytes"]
+    stretch = Stretch(_count(meta["base_seq"], "stretch base_seq"))
+    stretch.documents = _count(meta["documents"], "stretch documents")
+    stretch.id_bytes = _count(meta["id_bytes"], "stretch id_bytes")
     stretch.first_event_time = _none_to(meta["first_event_time"], float("inf"))
     stretch.last_event_time = _none_to(meta["last_event_time"], float("-inf"))
     return stretch
@@ -463,7 +468,7 @@ def _restore_generation(
     generation = Generation(
         config.sketch_bits // 8,
         detector.banding.bands + 1,
-        meta["base_seq"],
+        _count(meta["base_seq"], f"generation {i}'s base_seq"),
         detector.exact,
         keep_fingerprints=config.uses_simhash,
         keep_set_sizes=detector.index.keep_set_sizes,
@@ -583,12 +588,50 @@ def _check_parameters(source: Path, stored: dict[str, Any], running: dict[str, A
         )
 
 
+def _stats(stats: dict[str, Any]) -> DetectorStats:
+    """The detector's counters as the header holds them (ValueError when one is not a count)."""
+    return DetectorStats(**{name: _count(value, f"stats.{name}") for name, value in stats.items()})
+
+
+def _count(value: object, what: str) -> int:
+    """A count or a sequence number of the header: a JSON integer, not below zero (ValueError otherwise).
+
+    Taken as it is, a string or a float would fail the stage, or number
+    documents wrong, long after the snapshot was loaded.
+    """
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{what} is {str(value)[:40]!r}, not a count")
+    return value
+
+
+def _check_numbering(history: GenerationList[Any]) -> None:
+    """Each generation numbers its documents on from where the one before ends; there is one at least.
+
+    Overlapping, a sequence number would name two documents (the band
+    tables' matches would be answered with another document's id).
+    """
+    if not history.items:
+        raise CorruptSnapshotError("snapshot: the index holds no generation")
+    _count(history.items[0].base_seq, "the first generation's base_seq")
+    for before, after in itertools.pairwise(history.items):
+        if after.base_seq != before.base_seq + len(before):
+            raise CorruptSnapshotError(
+                f"snapshot: a generation numbers its documents from {after.base_seq}, "
+                f"not from {before.base_seq + len(before)} where the one before it ends"
+            )
+
+
 def _finite_or_none(value: float) -> float | None:
     return value if np.isfinite(value) else None
 
 
-def _none_to(value: float | None, default: float) -> float:
-    return default if value is None else float(value)
+def _none_to(value: object, default: float) -> float:
+    """A time the header holds, ``default`` for None (ValueError when it is not a finite number)."""
+    if value is None:
+        return default
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise ValueError(f"a time is {str(value)[:40]!r}, not a number")
+    return float(value)
 
 
 def _fsync_directory(directory: Path) -> None:

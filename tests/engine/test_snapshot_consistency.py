@@ -318,3 +318,85 @@ def test_a_shard_snapshot_rewritten_unchanged_loads_with_its_keys(tmp_path: Path
     shard = shard_of(20)
     restored, _ = load_shard_snapshot(written(tmp_path, detector=shard), CONFIG, 0, 2)
     assert restored.generation_keys[0].values.tolist() == shard.generation_keys[0].values.tolist()
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda header: header["state"].update(hot_bucket_skips="many"),
+        lambda header: header["state"].update(evicted_documents=-5),
+        lambda header: header["state"]["stats"].update(documents="30"),
+        lambda header: header["state"]["stats"].update(duplicates=True),
+        lambda header: header["state"]["generations"][0].update(base_seq="0"),
+        lambda header: header["state"]["generations"][0].update(base_seq=0.5),
+        lambda header: header["state"]["generations"][0].update(first_event_time="1.0"),
+        lambda header: header["state"]["generations"][0].update(last_event_time=float("nan")),
+    ],
+    ids=[
+        "skips-string",
+        "evicted-negative",
+        "stats-string",
+        "stats-boolean",
+        "base-seq-string",
+        "base-seq-float",
+        "time-string",
+        "time-nan",
+    ],
+)
+def test_a_count_or_time_of_another_json_type_is_refused(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None]
+) -> None:
+    """Loaded as they are, such values fail the stage, or number documents wrong, long after the load."""
+    with pytest.raises(CorruptSnapshotError, match=r"not a (count|number)"):
+        load_snapshot(written(tmp_path, change_header=change), CONFIG)
+
+
+def three_generations() -> Detector:
+    """60 documents in generations of 20 (retention of 60 documents seals one every 20)."""
+    detector = Detector(DetectionConfig(**{**CONFIG.__dict__, "max_documents": 60}))
+    texts = make_corpus(60, seed=6)
+    for start in range(0, 60, 20):
+        detector.process([f"d{i}" for i in range(start, start + 20)], texts[start : start + 20])
+    return detector
+
+
+@pytest.mark.parametrize("base_seq", [0, 25])
+def test_generations_that_do_not_number_their_documents_on_from_each_other_are_refused(
+    tmp_path: Path, base_seq: int
+) -> None:
+    """Overlapping, one sequence number would name two documents; with a gap, none."""
+    detector = three_generations()
+    assert [len(generation) for generation in detector.index.history.items][:3] == [20, 20, 20]
+
+    def change(header: dict[str, Any]) -> None:
+        header["state"]["generations"][1]["base_seq"] = base_seq
+
+    with pytest.raises(CorruptSnapshotError, match=f"numbers its documents from {base_seq}, not from 20"):
+        load_snapshot(written(tmp_path, change_header=change, detector=detector), detector.config)
+
+
+def test_an_index_of_no_generation_is_refused(tmp_path: Path) -> None:
+    def change(header: dict[str, Any]) -> None:
+        header["state"]["generations"] = []
+
+    with pytest.raises(CorruptSnapshotError, match="holds no generation"):
+        load_snapshot(written(tmp_path, change_header=change, detector=Detector(CONFIG)), CONFIG)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda stream: stream.update(evicted_documents="0"),
+        lambda stream: stream["stretches"][0].update(documents=-1),
+        lambda stream: stream["stretches"][0].update(id_bytes=1.5),
+    ],
+    ids=["evicted-string", "documents-negative", "id-bytes-float"],
+)
+def test_a_shard_stream_count_of_another_json_type_is_refused(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None]
+) -> None:
+    def change_stream(header: dict[str, Any]) -> None:
+        change(header["state"]["shard"]["stream"])
+
+    with pytest.raises(CorruptSnapshotError, match="not a count"):
+        load_shard_snapshot(written(tmp_path, change_header=change_stream, detector=shard_of(20)), CONFIG, 0, 2)
