@@ -502,8 +502,9 @@ def _generation_parts(
 
     Every array has the dtype a generation keeps it in (``kept_as``), every
     per-document array has a row per sketch, the ends cut their bytes in
-    order, the band tables are of the running bands and name stored documents
-    only: restored otherwise, they would answer for the wrong documents.
+    order, the band tables are of the running bands, name stored documents
+    only and count their entries right: restored otherwise, they would answer
+    for the wrong documents, or grow without bound.
     """
     index = detector.index
     names = _generation_names(detector.exact, detector.config.uses_simhash, index.keep_set_sizes)
@@ -533,10 +534,21 @@ def _generation_parts(
         and docs.shape == parts["fingerprints"].shape
         and parts["entries"].shape == (tables,)
         and (docs.size == 0 or int(docs.max()) <= documents)
+        and _tables_count_their_entries(docs, parts["fingerprints"], parts["entries"])
     )
     if not consistent:
         raise CorruptSnapshotError(f"snapshot: arrays of generation {i} do not hold {documents} documents alike")
     return parts
+
+
+def _tables_count_their_entries(docs: np.ndarray, fingerprints: np.ndarray, entries: np.ndarray) -> bool:
+    """Whether a slot holds a document exactly where it holds a fingerprint, and ``entries`` counts them per band.
+
+    The count decides when a table grows, and by how much: one too high
+    would have the next batch allocate terabytes.
+    """
+    used = fingerprints != 0
+    return bool((used == (docs != 0)).all()) and bool((entries == used.sum(axis=(1, 2))).all())
 
 
 def _generation_names(exact: bool, simhash: bool, set_sizes: bool) -> list[str]:

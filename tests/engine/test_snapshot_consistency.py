@@ -400,3 +400,24 @@ def test_a_shard_stream_count_of_another_json_type_is_refused(
 
     with pytest.raises(CorruptSnapshotError, match="not a count"):
         load_shard_snapshot(written(tmp_path, change_header=change_stream, detector=shard_of(20)), CONFIG, 0, 2)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda arrays: arrays["generation0.entries"].__setitem__(0, 2**36),
+        lambda arrays: arrays["generation0.entries"].__setitem__(0, arrays["generation0.entries"][0] - 1),
+        lambda arrays: (
+            arrays["generation0.fingerprints"]
+            .reshape(-1)
+            .__setitem__(int(np.flatnonzero(arrays["generation0.docs"].reshape(-1))[0]), 0)
+        ),
+    ],
+    ids=["entries-of-terabytes", "entries-one-short", "document-without-fingerprint"],
+)
+def test_band_tables_that_do_not_count_their_entries_are_refused(
+    tmp_path: Path, change: Callable[[Arrays], None]
+) -> None:
+    """The count decides when a table grows: one of 2**36 had the next batch ask for terabytes."""
+    with pytest.raises(CorruptSnapshotError, match="generation 0"):
+        load_snapshot(written(tmp_path, change), CONFIG)
