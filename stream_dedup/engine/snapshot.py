@@ -244,7 +244,7 @@ def load_snapshot(path: str | os.PathLike[str], config: DetectionConfig) -> tupl
         detector: DuplicateDetector
         if config.method == "simhash":
             hamming = HammingIndex.restore(state["hamming"], arrays, hamming_index(config))
-            _check_numbering(hamming.history)
+            _check_numbering(hamming.history, "the index")
             detector = SimHashDetector(config, hamming)
         else:
             detector = Detector(config)
@@ -311,13 +311,14 @@ def _restore_shard(
     restored = ShardDetector(config, shard, shards)
     if isinstance(restored.detector, SimHashDetector):
         HammingIndex.restore(state["hamming"], arrays, restored.detector.index)
-        _check_numbering(restored.detector.index.history)
+        _check_numbering(restored.detector.index.history, "the index")
     else:
         _restore_index(restored.detector, state, arrays)
     restored.detector.stats = _stats(state["stats"])
     restored.generation_keys = _shard_keys(restored, made_by["key_generations"], arrays)
     stream = made_by["stream"]
     restored.stream.items = [_restore_stretch(meta) for meta in stream["stretches"]]
+    _check_numbering(restored.stream, "the stream's measure")
     restored.stream.evicted_documents = _count(stream["evicted_documents"], "stream.evicted_documents")
     restored.stream.newest_event_time = _none_to(stream["newest_event_time"], float("-inf"))
     return restored
@@ -404,7 +405,7 @@ def _restore_index(detector: Detector, state: dict[str, Any], arrays: dict[str, 
     index.history.items = [
         _restore_generation(config, detector, meta, arrays, i) for i, meta in enumerate(state["generations"])
     ]
-    _check_numbering(index.history)
+    _check_numbering(index.history, "the index")
     index.hot_bucket_skips = _count(state["hot_bucket_skips"], "hot_bucket_skips")
     index.history.evicted_documents = _count(state["evicted_documents"], "evicted_documents")
     index.history.newest_event_time = _none_to(state["newest_event_time"], float("-inf"))
@@ -616,19 +617,20 @@ def _count(value: object, what: str) -> int:
     return value
 
 
-def _check_numbering(history: GenerationList[Any]) -> None:
-    """Each generation numbers its documents on from where the one before ends; there is one at least.
+def _check_numbering(history: GenerationList[Any], what: str) -> None:
+    """Each generation of ``what`` numbers its documents on from where the one before ends; there is one at least.
 
     Overlapping, a sequence number would name two documents (the band
-    tables' matches would be answered with another document's id).
+    tables' matches would be answered with another document's id); with
+    none, the first batch fails.
     """
     if not history.items:
-        raise CorruptSnapshotError("snapshot: the index holds no generation")
+        raise CorruptSnapshotError(f"snapshot: {what} holds no generation")
     _count(history.items[0].base_seq, "the first generation's base_seq")
     for before, after in itertools.pairwise(history.items):
         if after.base_seq != before.base_seq + len(before):
             raise CorruptSnapshotError(
-                f"snapshot: a generation numbers its documents from {after.base_seq}, "
+                f"snapshot: a generation of {what} numbers its documents from {after.base_seq}, "
                 f"not from {before.base_seq + len(before)} where the one before it ends"
             )
 

@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
+from stream_dedup.errors import ConfigError, CorruptSnapshotError, IncompatibleSnapshotError
 from stream_dedup.lsh.arena import Arena, IdArena, ends_fit
 from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.lsh.hamming_params import HammingLayout, KeyArray
@@ -330,10 +330,7 @@ class HammingIndex:
             raise IncompatibleSnapshotError(
                 f"Hamming index export has format {metadata.get('format')!r}, this version reads {EXPORT_FORMAT!r}"
             )
-        exported = HammingLayout(int(metadata["max_distance"]), tuple(metadata["levels"]))
-        index = (
-            into if into is not None else cls(exported, Retention(**metadata["retention"]), metadata["max_bucket_size"])
-        )
+        index = into if into is not None else cls._of_exported_settings(metadata)
         layout = index.layout
         index.hot_bucket_skips = int(metadata["hot_bucket_skips"])
         capacity = index.history.capacity
@@ -346,6 +343,15 @@ class HammingIndex:
         index.history.evicted_documents = int(metadata["evicted_documents"])
         index.history.newest_event_time = _float_or(metadata["newest_event_time"], float("-inf"))
         return index
+
+    @classmethod
+    def _of_exported_settings(cls, metadata: dict[str, Any]) -> "HammingIndex":
+        """An empty index of the layout, retention and cap :meth:`export` wrote (CorruptSnapshotError if invalid)."""
+        try:
+            layout = HammingLayout(int(metadata["max_distance"]), tuple(metadata["levels"]))
+            return cls(layout, Retention(**metadata["retention"]), metadata["max_bucket_size"])
+        except ConfigError as error:  # not the running settings': the export's, which were valid when written
+            raise CorruptSnapshotError(f"Hamming index export of settings no index has: {error}") from error
 
     def _open_generation(self, base_seq: int, capacity: int | None) -> "_Generation":
         return _Generation(self.layout, base_seq, capacity)

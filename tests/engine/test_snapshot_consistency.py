@@ -421,3 +421,30 @@ def test_band_tables_that_do_not_count_their_entries_are_refused(
     """The count decides when a table grows: one of 2**36 had the next batch ask for terabytes."""
     with pytest.raises(CorruptSnapshotError, match="generation 0"):
         load_snapshot(written(tmp_path, change), CONFIG)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda stream: stream.update(stretches=[]),
+        lambda stream: stream["stretches"][1].update(base_seq=stream["stretches"][0]["base_seq"]),
+    ],
+    ids=["no-stretch", "stretches-overlapping"],
+)
+def test_a_shard_stream_measure_that_does_not_number_the_stream_on_is_refused(
+    tmp_path: Path, change: Callable[[dict[str, Any]], None]
+) -> None:
+    """With no stretch, the shard failed on its first batch; overlapping, it would evict at the wrong time."""
+    shard = ShardDetector(DetectionConfig(**{**CONFIG.__dict__, "max_documents": 40}), 0, 2)
+    texts = make_corpus(60, seed=3)
+    for start in range(0, 60, 20):
+        signed = shard.detector.sign(texts[start : start + 20])
+        ids = [f"d{i}" for i in range(start, start + 20)]
+        batch = IndexedBatch(ids, signed, np.ones(20), np.arange(20, dtype=np.uint64))
+        shard.answer(batch, sequence_keys(start, 20))
+
+    def change_stream(header: dict[str, Any]) -> None:
+        change(header["state"]["shard"]["stream"])
+
+    with pytest.raises(CorruptSnapshotError, match="the stream's measure"):
+        load_shard_snapshot(written(tmp_path, change_header=change_stream, detector=shard), shard.detector.config, 0, 2)

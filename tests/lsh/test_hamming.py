@@ -233,6 +233,20 @@ def test_restore_refuses_another_format_and_inconsistent_arrays() -> None:
         HammingIndex.restore(metadata, {k: v for k, v in arrays.items() if not k.endswith("id_bytes")})
 
 
+@pytest.mark.parametrize(
+    "change",
+    [{"levels": []}, {"max_distance": -1}, {"retention": {"max_documents": 0, "max_age_seconds": None}}],
+    ids=["no-level", "negative-distance", "no-document-kept"],
+)
+def test_restore_refuses_settings_no_index_has_as_corrupt(change: dict[str, object]) -> None:
+    """Not as a ConfigError: no setting of the running configuration is wrong, the export is."""
+    index = HammingIndex(HammingLayout(3, (4,)))
+    index.add(np.arange(10, dtype=np.uint64), [str(n) for n in range(10)])
+    metadata, arrays = index.export()
+    with pytest.raises(CorruptSnapshotError, match="settings no index has"):
+        HammingIndex.restore({**metadata, **change}, arrays)
+
+
 def test_a_document_costs_at_most_64_bytes_including_its_id() -> None:
     index = HammingIndex(choose_layout(3, 200_000))
     fingerprints = np.random.default_rng(6).integers(0, 2**64, 200_000, dtype=np.uint64)
