@@ -78,6 +78,8 @@ def _unpack(message: bytes | memoryview, offset: int) -> tuple[dict[str, Any], d
     arrays = {}
     for entry in header.pop("arrays"):
         name, dtype, shape = _directory_entry(entry)
+        if name in arrays:  # the writer names each once: the second would stand for the first, unread
+            raise ValueError(f"array {name!r} is listed twice")
         count = math.prod(shape)
         if len(message) < position + count * dtype.itemsize:
             raise ValueError(f"truncated: array {name!r} of shape {shape} runs past the end")

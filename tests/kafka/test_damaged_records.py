@@ -219,6 +219,20 @@ def test_a_negative_size_in_the_array_directory_is_refused() -> None:
         decode_entry(with_header(CHANGELOG, {**header, "arrays": directory}, changelog.MAGIC), DIGEST)
 
 
+def test_an_array_listed_twice_is_refused() -> None:
+    """Else the second, of other values, would stand for the first, whose bytes nothing would read."""
+    header, arrays = unpack_record(CHANGELOG, changelog.MAGIC, changelog.FORMAT_VERSION, "changelog", "")
+    sources = arrays["sources"]
+    value = pack_record(
+        changelog.MAGIC,
+        changelog.FORMAT_VERSION,
+        header,
+        [*arrays.items(), ("sources", (sources + 1).astype(sources.dtype))],
+    )
+    with pytest.raises(ChangelogError, match="array 'sources' is listed twice"):
+        decode_entry(value, DIGEST)
+
+
 @pytest.mark.parametrize("name", ["match_keys", "similarity", "distances", "match_sources", "kinds", "id_ends"])
 def test_an_answer_array_without_a_value_per_row_is_refused(name: str) -> None:
     with pytest.raises(ChangelogError, match="the answer record is damaged"):
