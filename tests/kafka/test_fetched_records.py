@@ -10,7 +10,7 @@ import struct
 from typing import Any, NamedTuple
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from kafka.consumer.fetcher import Fetcher
 from kafka.errors import CorruptRecordError
@@ -163,8 +163,13 @@ def test_an_aborted_transaction_is_left_out_and_a_committed_one_read() -> None:
     assert read == [(101, b"plain", []), (103, b"committed", [("h", b"1")])]
 
 
+#: Two batches: a header name of the first made not UTF-8, the second's codec bits set to zstd (found in CI).
+_NAME_THEN_CODEC = [Data([(0, None, b"\x00" * 6, [("0\U00010000", None)])], 0, -1, False)] * 2
+
+
 @settings(max_examples=300, deadline=None)
 @given(segments=st.lists(_data, min_size=1, max_size=3), flips=st.lists(st.tuples(st.integers(0), st.integers(1, 255))))
+@example(segments=_NAME_THEN_CODEC, flips=[(14, 128), (42, 4)])
 def test_corrupted_records_fail_as_kafka_pythons_do(segments: list[Data], flips: list[tuple[int, int]]) -> None:
     """Bytes changed past the CRC check (it is off): the same records, or the same CorruptRecordError."""
     data = bytearray(fetched(list(segments), 0)[0])
@@ -176,9 +181,13 @@ def test_corrupted_records_fail_as_kafka_pythons_do(segments: list[Data], flips:
         expected = read_all(Fetcher.PartitionRecords, bytes(data), 0, [], **options)
     except Exception:  # kafka-python's own reading fails otherwise (a header it cannot parse)
         return
-    read = read_all(QuickPartitionRecords, bytes(data), 0, [], **options)
+    try:
+        read: list[Any] | Exception = read_all(QuickPartitionRecords, bytes(data), 0, [], **options)
+    except Exception as error:  # allowed below, after the one divergence
+        read = error
     if read != expected:
-        # The one reading that differs: a header name made not UTF-8 fails kafka-python's, not this one.
+        # The one reading that differs: a header name made not UTF-8 fails kafka-python's, not this one, which
+        # reads on, and may then meet bytes changed further on that kafka-python's never reached (a codec, a size).
         records = Fetcher.PartitionRecords(0, PARTITION, MemoryRecords(bytes(data)), **options)
         with pytest.raises(CorruptRecordError, match="UnicodeDecodeError"):
             while records:
