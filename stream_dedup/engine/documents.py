@@ -109,7 +109,7 @@ def read_json_document(
 def _read_json_document(
     line: str, id_field: str, text_field: str, folding: Folding, max_id_bytes: int
 ) -> DocumentFields | Refusal:
-    if not _is_utf8(line):
+    if not is_utf8(line):
         return Refusal("invalid_utf8", "not valid UTF-8")
     # Before json.loads, which recurses once per level: 100,000 nested brackets
     # would raise RecursionError deep inside the parser (or exhaust the stack).
@@ -139,7 +139,7 @@ def _read_json_document(
             return Refusal("invalid_id", f"field {id_field!r} must be a non-empty string or an integer")
         if isinstance(doc_id, int) and doc_id.bit_length() > 4 * max_id_bytes:
             return Refusal("id_too_long", f"field {id_field!r} is an integer longer than max_id_bytes={max_id_bytes}")
-        if not _is_utf8(str(doc_id)):
+        if not is_utf8(str(doc_id)):
             return Refusal("invalid_id", f"field {id_field!r} holds an unpaired surrogate escape")
         doc_id = str(doc_id)
         id_bytes = len(doc_id.encode("utf-8"))
@@ -160,7 +160,7 @@ def read_text_document(
     doc_id: str | None = None,
 ) -> DocumentFields | Refusal:
     """Check and normalise a plain text (``what`` names it in refusals); never raises."""
-    if not _is_utf8(text):
+    if not is_utf8(text):
         return Refusal("invalid_text", f"{what} holds an unpaired surrogate escape")
     try:
         normalized = normalize(text, folding)
@@ -171,8 +171,9 @@ def read_text_document(
     return DocumentFields(doc_id, normalized)
 
 
-def _is_utf8(text: str) -> bool:
-    """False if ``text`` holds lone surrogates (undecodable input bytes or ``\\ud800`` escapes)."""
+def is_utf8(text: str) -> bool:
+    """False if ``text`` holds lone surrogates (undecodable input bytes or ``\\ud800`` escapes, bytes of
+    another encoding in an environment variable)."""
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

@@ -15,6 +15,7 @@ from typing import Literal, TypeVar
 
 from stream_dedup.bounds import check_number, check_whole_number
 from stream_dedup.config import DetectionConfig
+from stream_dedup.engine.documents import is_utf8
 from stream_dedup.engine.field_paths import check_field_setting
 from stream_dedup.errors import ConfigError
 from stream_dedup.kafka.block_spool import BlockSpool
@@ -104,15 +105,6 @@ def _check_kafka_name(setting: str, name: str, made_from: str = "") -> None:
     raise ConfigError(setting, f"{shown} is not a valid Kafka name ({KAFKA_NAME_RULE})")
 
 
-def _is_utf8(text: str) -> bool:
-    """Whether ``text`` can be sent as UTF-8: bytes of another encoding in a variable arrive as lone surrogates."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _setting(default: _T, help: str, secret: bool = False) -> _T:
     """A dataclass field with its help text (shown by `stream-dedup run --help`), typed as its default."""
     return field(default=default, metadata={"help": help}, repr=not secret)
@@ -170,7 +162,7 @@ class ConnectionSettings:
             value = getattr(self, name)
             if self.sasl_mechanism in _PASSWORD_MECHANISMS and not value:
                 raise ConfigError(name, f"is required with sasl_mechanism={self.sasl_mechanism}")
-            if value and not _is_utf8(value):
+            if value and not is_utf8(value):
                 raise ConfigError(name, "is not UTF-8 text: a byte of another encoding in the environment?")
 
     def connection(self, client_id: str | None = None) -> KafkaConnection:
