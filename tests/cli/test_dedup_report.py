@@ -177,8 +177,8 @@ def test_a_report_path_that_cannot_be_written_fails_before_the_run(tmp_path: Pat
 
     result = run_cli("in.jsonl", "--report", "missing/report.html", cwd=tmp_path)
 
-    assert result.returncode == 1
-    assert b"missing/report.html" in result.stderr
+    assert result.returncode == 2
+    assert b"invalid setting '--report': missing/report.html" in result.stderr
     assert json.dumps("a").encode() not in result.stdout  # no verdict written
 
 
@@ -189,5 +189,5 @@ def test_a_report_path_that_cannot_be_written_leaves_an_earlier_runs_verdicts_as
 
     result = run_cli("in.jsonl", "--output", "verdicts.jsonl", "--report", "missing/report.html", cwd=tmp_path)
 
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert earlier and (tmp_path / "verdicts.jsonl").read_bytes() == earlier
