@@ -43,7 +43,7 @@ Method = Literal["minhash", "simhash", "combined"]
 #: parameter a method does not read is left out of its fingerprints, so that
 #: changing it changes no verdict's ``params_fingerprint`` (and the fingerprints
 #: of MinHash indexes stayed what they were before SimHash existed).
-_MINHASH_ONLY = (
+MINHASH_ONLY = (
     "threshold",
     "num_perm",
     "sketch_bits",
@@ -52,14 +52,14 @@ _MINHASH_ONLY = (
     "rows_per_band",
     "min_recall",
 )
+SIMHASH_ONLY = ("max_hamming", "simhash_weighting")
 #: Most slots the hot-bucket cap can be split into: a slot is read from the high 16 bits of a content key.
 MAX_INDEX_SLOTS = 1 << 16
 #: Largest hot-bucket cap: a probe reads up to this many candidates per key and generation.
 MAX_BUCKET_SIZE = 1_000_000
-_SIMHASH_ONLY = ("max_hamming", "simhash_weighting")
 #: Settings only the containment search reads: left out of both fingerprints while it is off, so
 #: that an index without containment keeps the fingerprints it had before containment existed.
-_CONTAINMENT_ONLY = (
+CONTAINMENT_ONLY = (
     "containment_threshold",
     "containment_max_ratio",
     "containment_min_recall",
@@ -412,8 +412,8 @@ class DetectionConfig:
 
     def verdict_settings(self) -> dict[str, object]:
         """Every parameter that decides verdicts, by name: what :meth:`fingerprint` hashes."""
-        unread = (_SIMHASH_ONLY if not self.uses_simhash else ()) + (_MINHASH_ONLY if not self.uses_minhash else ())
-        unread += _CONTAINMENT_ONLY if self.containment_threshold is None else ()
+        unread = (SIMHASH_ONLY if not self.uses_simhash else ()) + (MINHASH_ONLY if not self.uses_minhash else ())
+        unread += CONTAINMENT_ONLY if self.containment_threshold is None else ()
         settings = {name: value for name, value in asdict(self).items() if name not in unread}
         if self.method == "minhash":
             del settings["method"]

@@ -10,7 +10,8 @@ from kafka.errors import AuthorizationError
 
 from stream_dedup import __version__
 from stream_dedup.cli.options import add_connection_options, add_detection_options, add_setting_flags
-from stream_dedup.cli.settings_sources import resolve_settings
+from stream_dedup.cli.settings_sources import layered_settings
+from stream_dedup.cli.unused_settings import unused_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import BrokersRejectedError
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
@@ -44,8 +45,9 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     tune_collector()
-    settings = resolve_settings(vars(args), os.environ, args.config)
-    with observed_worker(settings, __version__) as events:
+    settings, origins = layered_settings(vars(args), os.environ, args.config)
+    unused = {setting.name: str(setting) for setting in unused_settings(settings, origins)}
+    with observed_worker(settings, __version__, unused) as events:
         # Made first (no client yet): a snapshot_dir it cannot use is refused even with the brokers down.
         worker = Worker(settings, events) if settings.role == "all" else role_runner(settings, events)
         # Before any client: kafka-python would report a wrong address and a

@@ -44,27 +44,45 @@ def resolve_settings(
     flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str | None = None
 ) -> WorkerSettings:
     """Build and validate the settings; ``flags`` holds only the flags given (others absent or ``None``)."""
+    return layered_settings(flags, environ, config_file)[0]
+
+
+def layered_settings(
+    flags: Mapping[str, Any], environ: Mapping[str, str], config_file: str | None = None
+) -> tuple[WorkerSettings, dict[str, str]]:
+    """The settings (as :func:`resolve_settings`), and where each one given explicitly came from.
+
+    The origins (``flag --bands``, ``environment variable STREAM_DEDUP_BANDS``,
+    ``config file stage.toml``) are those of the values that won; a setting
+    left at its default has none. A value that means "unset" (an empty
+    variable for an optional setting) is not counted as given.
+    """
     types_ = setting_types()
     values: dict[str, Any] = {}
+    origins: dict[str, str] = {}
     path = config_file or environ.get(CONFIG_VARIABLE)
     if path:
         for name, raw in _read_file(Path(path)).items():
             if name not in types_:
                 raise ConfigError(name, f"unknown setting in {path}")
             values[name] = _convert(name, raw, types_[name], f"{path}")
+            origins[name] = f"config file {path}"
     for variable, raw in environ.items():
         if not variable.startswith(ENV_PREFIX) or variable == CONFIG_VARIABLE:
             continue
         name = variable[len(ENV_PREFIX) :].lower()
         if name not in types_:
             raise ConfigError(name, f"unknown setting (environment variable {variable})")
-        values[name] = _convert(name, raw, types_[name], f"environment variable {variable}")
+        origins[name] = f"environment variable {variable}"
+        values[name] = _convert(name, raw, types_[name], origins[name])
     for name, value in flags.items():
         if name in types_ and value is not None:
-            values[name] = _convert(name, value, types_[name], f"flag --{name.replace('_', '-')}")
+            origins[name] = f"flag --{name.replace('_', '-')}"
+            values[name] = _convert(name, value, types_[name], origins[name])
     detection_names = {f.name for f in fields(DetectionConfig)}
     detection = DetectionConfig(**{k: v for k, v in values.items() if k in detection_names})
-    return WorkerSettings(detection=detection, **{k: v for k, v in values.items() if k not in detection_names})
+    settings = WorkerSettings(detection=detection, **{k: v for k, v in values.items() if k not in detection_names})
+    return settings, {name: origin for name, origin in origins.items() if values[name] is not None}
 
 
 def _read_file(path: Path) -> dict[str, Any]:

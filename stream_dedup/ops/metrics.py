@@ -233,6 +233,13 @@ class WorkerMetrics:
             ["stage_role", "shard"],
             registry=r,
         )
+        self.unused_settings = Gauge(
+            "stream_dedup_unused_settings",
+            "1 per setting given explicitly that this process's configuration does not read (its start-up log "
+            "says why).",
+            ["setting"],
+            registry=r,
+        )
         self.role_documents = Counter(
             "stream_dedup_role_documents_total",
             "Documents a role of a sharded stage signed, answered for or judged, in committed steps.",

@@ -3,7 +3,7 @@
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import Counter
 
@@ -197,12 +197,22 @@ def _count_increase(counter: Counter, highest: int | None, total: int) -> int:
 
 
 @contextlib.contextmanager
-def observed_worker(settings: WorkerSettings, version: str) -> Iterator[MetricsEvents]:
-    """Logging configured, metrics registered and served: the events object to give the worker."""
+def observed_worker(
+    settings: WorkerSettings, version: str, unused_settings: Mapping[str, str] | None = None
+) -> Iterator[MetricsEvents]:
+    """Logging configured, metrics registered and served: the events object to give the worker.
+
+    ``unused_settings``: each setting given that the configuration does not
+    read, with the sentence saying so, logged once as a WARNING and kept in
+    ``stream_dedup_unused_settings``.
+    """
     configure_logging(settings.log_level, settings.log_format)
     metrics = WorkerMetrics()
     metrics.set_build_info(settings.detection, version)
     metrics.stage_role.labels(settings.role, str(settings.shard_index) if settings.role == "shard" else "").set(1)
+    for name, message in (unused_settings or {}).items():
+        log.warning("%s", message, extra={"setting": name})
+        metrics.unused_settings.labels(name).set(1)
     events = MetricsEvents(metrics, Health())
     server = None
     if settings.metrics_port:

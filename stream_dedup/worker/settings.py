@@ -33,7 +33,7 @@ LogFormat = Literal["auto", "json", "text"]
 #: provider object that no flag, variable or file key can give.
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "GSSAPI", "AWS_MSK_IAM")
 #: The mechanisms that send sasl_username and sasl_password (kafka-python refuses them without both).
-_PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 #: What a process runs: the whole stage, or one role of a sharded stage (``docs/scale-out.md``).
 StageRole = Literal["all", "signer", "shard", "judge"]
 _KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -160,7 +160,7 @@ class ConnectionSettings:
             )
         for name in ("sasl_username", "sasl_password"):
             value = getattr(self, name)
-            if self.sasl_mechanism in _PASSWORD_MECHANISMS and not value:
+            if self.sasl_mechanism in PASSWORD_MECHANISMS and not value:
                 raise ConfigError(name, f"is required with sasl_mechanism={self.sasl_mechanism}")
             if value and not is_utf8(value):
                 raise ConfigError(name, "is not UTF-8 text: a byte of another encoding in the environment?")

@@ -60,6 +60,7 @@ CONTRACT = [
     ("stage_role", "stream_dedup_stage_role", "gauge", ("stage_role", "shard")),
     ("role_documents", "stream_dedup_role_documents_total", "counter", ("stage_role",)),
     ("merge_wait", "stream_dedup_merge_wait_seconds", "gauge", ()),
+    ("unused_settings", "stream_dedup_unused_settings", "gauge", ("setting",)),
 ]  # fmt: skip
 
 

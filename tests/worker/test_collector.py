@@ -36,7 +36,7 @@ def test_run_tunes_the_collector_before_anything_else(monkeypatch: pytest.Monkey
         seen.append(gc.get_threshold())
         raise _StoppedError()
 
-    monkeypatch.setattr(run_command, "resolve_settings", settings_read)
+    monkeypatch.setattr(run_command, "layered_settings", settings_read)
     with pytest.raises(_StoppedError):
         run_command.run(argparse.Namespace(config=None))
     assert seen == [COLLECTOR_THRESHOLDS]
