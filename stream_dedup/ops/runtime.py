@@ -204,7 +204,7 @@ def observed_worker(
 
     ``unused_settings``: each setting given that the configuration does not
     read, with the sentence saying so, logged once as a WARNING and kept in
-    ``stream_dedup_unused_settings``.
+    ``stream_dedup_unused_settings`` (the status page names them).
     """
     configure_logging(settings.log_level, settings.log_format)
     metrics = WorkerMetrics()

@@ -84,9 +84,16 @@ def _heading(readings: _Readings, role: str, reason: str) -> str:
         f"parameters {build.get('fingerprint', '?')}"
     )
     shown = escape(role)
+    unused = sorted(labels["setting"] for labels, _ in readings.series("stream_dedup_unused_settings"))
+    warning = (
+        f'<p class="note" id="unused-settings">Given but not read by this configuration: {escape(", ".join(unused))} '
+        "(the start-up log says why).</p>"
+        if unused
+        else ""
+    )
     return (
         f'<h1>stream-dedup worker <span id="role" class="role role-{shown}">{shown}</span></h1>'
-        f'<div class="subtitle">{escape(reason)}. {escape(parameters)}</div>'
+        f'<div class="subtitle">{escape(reason)}. {escape(parameters)}</div>{warning}'
     )
 
 

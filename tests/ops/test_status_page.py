@@ -177,6 +177,14 @@ def test_a_replica_without_data_says_so_instead_of_showing_zeros_as_facts(stage:
     assert "no samples yet" in "".join(shown.text)
 
 
+def test_the_page_names_the_settings_given_that_have_no_effect(stage: Stage) -> None:
+    assert "unused-settings" not in page(stage).text_by_id
+    stage.metrics.unused_settings.labels("bands").set(1)
+    stage.metrics.unused_settings.labels("<b>ssl_cafile</b>").set(1)
+    shown = page(stage).text_by_id["unused-settings"]
+    assert shown.startswith("Given but not read by this configuration: <b>ssl_cafile</b>, bands (")
+
+
 def test_chromium_renders_the_page_with_the_same_numbers(stage: Stage, tmp_path: Path) -> None:
     browser = headless_chromium(tmp_path)
     stage.active()
