@@ -121,3 +121,17 @@ def test_compose_sharded_profile_runs_each_role_with_valid_settings_of_its_own()
         assert all(port.get("host_ip") == "127.0.0.1" for port in service.get("ports", []))
         grace = int(re.fullmatch(r"(\d+)s", service["stop_grace_period"]).group(1))  # type: ignore[union-attr]
         assert grace > settings[name].shutdown_grace_seconds
+
+
+def test_no_stage_service_is_given_a_setting_it_does_not_read() -> None:
+    # Read as YAML (anchors and merge keys resolved) so that it runs without Compose too.
+    from stream_dedup.cli.settings_sources import layered_settings
+    from stream_dedup.cli.unused_settings import unused_settings
+
+    services = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
+    stages = {
+        name: s["environment"] for name, s in services.items() if "STREAM_DEDUP_GROUP_ID" in s.get("environment", {})
+    }
+    assert len(stages) == 6  # two workers; a signer, two shards and a judge
+    for name, environment in stages.items():
+        assert unused_settings(*layered_settings({}, {k: str(v) for k, v in environment.items()})) == [], name

@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from stream_dedup.cli.settings_sources import layered_settings
+from stream_dedup.cli.unused_settings import unused_settings
+
 from .deployfiles import (
     IMAGE_UID,
     KUBERNETES,
@@ -193,3 +196,11 @@ def test_sasl_secret_example_holds_only_placeholders() -> None:
     assert "EXAMPLE ONLY" in (KUBERNETES / "secret-sasl.example.yaml").read_text(encoding="utf-8")
     refs = [source["secretRef"] for source in worker_container(statefulset)["envFrom"] if "secretRef" in source]
     assert refs == [{"name": secret["metadata"]["name"], "optional": True}]
+
+
+@pytest.mark.parametrize("with_credentials", [False, True])
+def test_the_worker_is_given_no_setting_it_does_not_read(with_credentials: bool) -> None:
+    environ = dict(manifest("configmap.yaml")["data"]) | {"STREAM_DEDUP_INSTANCE_ID": "stream-dedup-0"}
+    if with_credentials:
+        environ |= manifest("secret-sasl.example.yaml")["stringData"]
+    assert unused_settings(*layered_settings({}, environ)) == []

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from stream_dedup.cli.settings_sources import resolve_settings
+from stream_dedup.cli.settings_sources import layered_settings, resolve_settings
+from stream_dedup.cli.unused_settings import unused_settings
 from stream_dedup.worker.settings import WorkerSettings
 
 from .deployfiles import KUBERNETES, PROMETHEUS, assert_ok, load_yaml_documents, require_module, run, tool
@@ -60,6 +61,11 @@ def test_sharded_kustomization_renders_every_manifest_and_nothing_of_the_single_
 
 def settings_of(statefulset: dict[str, Any], ordinal: int) -> WorkerSettings:
     """The settings a pod of ``statefulset`` starts with: the ConfigMap, then its own variables."""
+    return resolve_settings({}, environment_of(statefulset, ordinal))
+
+
+def environment_of(statefulset: dict[str, Any], ordinal: int) -> dict[str, str]:
+    """The ``STREAM_DEDUP_*`` variables of a pod of ``statefulset``: the ConfigMap's, then its own."""
     environ = dict(load("configmap.yaml")["data"])
     (container,) = statefulset["spec"]["template"]["spec"]["containers"]
     pod = f"{statefulset['metadata']['name']}-{ordinal}"
@@ -72,7 +78,7 @@ def settings_of(statefulset: dict[str, Any], ordinal: int) -> WorkerSettings:
             "metadata.name": pod,
             "metadata.labels['apps.kubernetes.io/pod-index']": str(ordinal),
         }[path]
-    return resolve_settings({}, environ)
+    return environ
 
 
 @pytest.mark.parametrize("name", sorted(ROLE_SETS))
@@ -84,6 +90,16 @@ def test_every_pod_of_every_role_starts_with_valid_settings_of_its_role(name: st
         assert settings.instance_id == f"{statefulset['metadata']['name']}-{ordinal}"
         if settings.role == "shard":
             assert settings.shard_index == ordinal  # shard K is the pod of ordinal K
+
+
+@pytest.mark.parametrize("with_credentials", [False, True])
+@pytest.mark.parametrize("name", sorted(ROLE_SETS))
+def test_no_pod_is_given_a_setting_its_role_does_not_read(name: str, with_credentials: bool) -> None:
+    # Every role reads the one ConfigMap (and the optional credentials' Secret): none may log an unused setting.
+    secret = load_yaml_documents(KUBERNETES / "secret-sasl.example.yaml")[0]["stringData"] if with_credentials else {}
+    statefulset = load(name)
+    for ordinal in range(statefulset["spec"]["replicas"]):
+        assert unused_settings(*layered_settings({}, environment_of(statefulset, ordinal) | secret)) == []
 
 
 def test_each_shard_has_a_standby_in_its_group_and_the_count_is_the_settings() -> None:
