@@ -1,8 +1,6 @@
 """`stream-dedup run`: every setting is a flag; a bad setting exits 2 naming it, before any connection."""
 
-import logging
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,15 +11,7 @@ from stream_dedup.cli.main import main
 from stream_dedup.cli.settings_sources import setting_types
 from stream_dedup.worker.loop import Worker
 
-
-@pytest.fixture(autouse=True)
-def _root_logging_restored() -> Iterator[None]:
-    """``run`` points the root logger at the stderr it finds (here, pytest's capture, closed after the test)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("root_logging_restored")
 
 
 def test_every_setting_has_a_flag(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,8 +6,6 @@ same way by each; settings the configuration reads, and defaults, never are.
 """
 
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -179,17 +177,7 @@ class _StoppedError(Exception):
     """Raised where the worker would be made: start-up is over."""
 
 
-@pytest.fixture
-def _root_logging_restored() -> Iterator[None]:
-    """``run`` points the root logger at the stderr it finds (here, pytest's capture, closed after the test)."""
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
-@pytest.mark.usefixtures("_root_logging_restored")
+@pytest.mark.usefixtures("root_logging_restored")
 def test_run_logs_each_unused_setting_once_at_start_up_and_exports_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
