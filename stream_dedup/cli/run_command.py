@@ -65,11 +65,13 @@ def run(args: argparse.Namespace) -> int:
 
 def _refused_access(settings: WorkerSettings, error: AuthorizationError) -> str:
     user = f"sasl_username={settings.sasl_username!r}" if settings.sasl_username else "the anonymous user"
-    topics = [settings.input_topic, settings.output_topic, settings.dead_letter_topic, settings.changelog_topic]
+    # Every role of a sharded stage creates all of its topics (roles.topics): each needs them all.
+    state = [settings.changelog_topic] if settings.role == "all" else [settings.sequenced_topic, settings.answers_topic]
+    topics = [settings.input_topic, settings.output_topic, settings.dead_letter_topic, *state]
     topics += [settings.unique_topic] if settings.unique_topic else []
     return (
         f"cannot use Kafka: {settings.bootstrap_servers} refused access ({type(error).__name__}: "
         f"{error.description}). Settings: security_protocol={settings.security_protocol}, {user}, "
         f"topics {', '.join(topics)}. Grant that user Describe, Read, Write and Create on the topics, "
-        f"Read on group_id={settings.group_id} and Write on the transactional id {settings.transactional_id}."
+        f"Read on group {settings.role_group_id} and Write on the transactional id {settings.transactional_id}."
     )

@@ -162,3 +162,24 @@ def test_a_topic_refused_at_start_up_exits_4_naming_user_and_topics(
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "kafka-0:9093 refused access (TopicAuthorizationFailedError" in err
     assert "sasl_username='dedup'" in err and "topics docs, verdicts" in err
+
+
+def test_a_topic_refused_to_a_sharded_role_names_its_topics_group_and_transactional_id(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class RefusedRole:
+        def run(self) -> None:
+            raise TopicAuthorizationFailedError()
+
+        def stop(self) -> None:
+            pass
+
+    monkeypatch.setattr(run_command, "check_bootstrap_servers", lambda connection: None)
+    monkeypatch.setattr(run_command, "role_runner", lambda settings, events: RefusedRole())
+    argv = ["run", "--bootstrap-servers", "kafka-0:9093", "--role", "shard", "--shards", "3", "--shard-index", "2"]
+    argv += ["--index-slots", "12"]
+    assert main([*argv, "--group-id", "dd", "--instance-id", "s2", "--metrics-port", "0", "--log-level", "ERROR"]) == 4
+    err = capsys.readouterr().err
+    assert "topics documents, verdicts, dead-letters, dd.sequenced, dd.answers." in err.replace("stream-dedup.", "dd.")
+    assert "changelog" not in err
+    assert "Read on group dd.shard-2 and Write on the transactional id dd.shard-2-s2." in err
