@@ -12,7 +12,6 @@ from stream_dedup import __version__
 from stream_dedup.cli.options import add_connection_options, add_detection_options, add_setting_flags
 from stream_dedup.cli.settings_sources import layered_settings
 from stream_dedup.cli.unused_settings import unused_settings
-from stream_dedup.config import DetectionConfig
 from stream_dedup.errors import BrokersRejectedError
 from stream_dedup.kafka.broker_check import check_bootstrap_servers
 from stream_dedup.ops.runtime import observed_worker
@@ -39,8 +38,7 @@ def add_parser(subparsers: Any) -> None:
     shared = {setting.name for setting in fields(ConnectionSettings)} | {"detection"}
     add_setting_flags(parser, "kafka stage", [s for s in fields(WorkerSettings) if s.name not in shared])
     add_detection_options(parser)
-    # Flags not given must not hide the environment and the file: no defaults here.
-    parser.set_defaults(**{setting.name: None for setting in fields(DetectionConfig)}, run=run)
+    parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,13 +19,15 @@ refused where it is checked (``bands`` with containment on, ``shards`` > 1
 with role all, exact verification with simhash). For the same reason, among
 the roles of a sharded stage a setting any role reads is not reported for
 the others (the snapshot settings on a signer): only the settings no role of
-it reads, and ``shard_index``, which one pod alone is given, are.
+it reads, and ``shard_index``, which one pod alone is given, are. The offline
+commands (``dedup``, ``params``) name the detection flags given that their
+configuration does not read by the same rows.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from stream_dedup.config import CONTAINMENT_ONLY, MINHASH_ONLY, SIMHASH_ONLY
+from stream_dedup.config import CONTAINMENT_ONLY, MINHASH_ONLY, SIMHASH_ONLY, DetectionConfig
 from stream_dedup.worker.settings import PASSWORD_MECHANISMS, WorkerSettings
 
 #: Encrypted connections: the only ones that read the ``ssl_*`` settings.
@@ -154,3 +156,9 @@ def unused_settings(settings: WorkerSettings, origins: Mapping[str, str]) -> lis
         if given and not rule.reads(settings):
             unused |= {name: UnusedSetting(name, origins[name], rule.why(settings)) for name in given}
     return list(unused.values())
+
+
+def unused_detection_flags(config: DetectionConfig, flags: Iterable[str]) -> list[UnusedSetting]:
+    """Each of the detection ``flags`` given to an offline command (by setting name) that ``config`` does not read."""
+    origins = {name: f"flag --{name.replace('_', '-')}" for name in flags}
+    return unused_settings(WorkerSettings(detection=config), origins)

@@ -210,3 +210,37 @@ def test_run_logs_each_unused_setting_once_at_start_up_and_exports_it(
         if sample.name == "stream_dedup_unused_settings"
     }
     assert exported == {"bands": 1.0, "rows_per_band": 1.0}
+
+
+#: Detection flags of the offline commands, the ones reported, and what their reason says.
+OFFLINE_IGNORED: list[tuple[list[str], set[str], str]] = [
+    (["--method", "simhash", "--bands", "4", "--rows-per-band", "8"], {"bands", "rows_per_band"}, "method is simhash"),
+    (["--threshold", "0.9", "--max-hamming", "5"], {"max_hamming"}, "method is minhash"),
+    (["--containment-max-ratio", "3"], {"containment_max_ratio"}, "containment_threshold is not set"),
+]
+
+
+@pytest.mark.parametrize("command", ["dedup", "params"])
+@pytest.mark.parametrize(("flags", "reported", "reason"), OFFLINE_IGNORED)
+def test_offline_commands_name_each_detection_flag_they_do_not_read(
+    command: str, flags: list[str], reported: set[str], reason: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    documents = tmp_path / "in.jsonl"
+    documents.write_text('{"id": "a", "text": "the quick brown fox jumps over the lazy dog"}\n')
+    where = [str(documents), "--output", str(tmp_path / "out.jsonl")] if command == "dedup" else []
+    assert main([command, *where, *flags]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("stream-dedup: warning: ")]
+    assert {line.split()[2] for line in warnings} == reported
+    assert all(reason in line and "(flag --" in line for line in warnings)
+
+
+@pytest.mark.parametrize("command", ["dedup", "params"])
+def test_offline_commands_report_no_flag_read_or_left_at_its_default(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    documents = tmp_path / "in.jsonl"
+    documents.write_text('{"id": "a", "text": "the quick brown fox jumps over the lazy dog"}\n')
+    where = [str(documents), "--output", str(tmp_path / "out.jsonl")] if command == "dedup" else []
+    assert main([command, *where, "--method", "simhash", "--max-hamming", "4"]) == 0
+    assert main([command, *where, "--threshold", "0.8", "--bands", "16", "--rows-per-band", "8"]) == 0
+    assert "warning" not in capsys.readouterr().err
