@@ -110,7 +110,12 @@ def fitted(
     The ``added`` headers (the stage's: reason, source) are always kept. The
     original headers are dropped if they take more than a quarter of the
     room, the key is cut to a quarter of it, and the value gets the rest.
+    A record with neither key nor value (a tombstone without a key, which
+    Kafka and other clients write) gets an empty value: kafka-python refuses
+    to send one, and its dead letter failed its batch at every retry.
     """
+    if key is None and value is None:
+        value = b""
     whole = OutgoingRecord(key, value, [*original, *added])
     if fits(whole, limit):
         return whole

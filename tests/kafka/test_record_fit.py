@@ -2,9 +2,11 @@
 
 import os
 
+import pytest
 import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kafka import KafkaProducer
 
 from stream_dedup.kafka.record_fit import (
     MIN_MESSAGE_BYTES,
@@ -77,3 +79,15 @@ def test_a_record_over_the_producers_request_size_never_fits_however_well_it_com
 def test_a_topic_below_the_producer_batch_size_is_narrow() -> None:
     assert SizeLimit(64 * 1024).is_narrow(256 * 1024)
     assert not SizeLimit().is_narrow(256 * 1024)
+
+
+def test_a_record_with_neither_key_nor_value_goes_with_an_empty_value_as_kafka_python_sends_only_that() -> None:
+    sent = fitted(None, None, [], ADDED, SizeLimit())
+    assert sent == OutgoingRecord(None, b"", ADDED)
+    # kafka-python's producer refuses the record as it came (a tombstone without a key), before any I/O.
+    producer = KafkaProducer(bootstrap_servers="127.0.0.1:1", api_version=(3, 0))
+    try:
+        with pytest.raises(ValueError, match="Need at least one: key or value"):
+            producer.send("dead-letters", key=None, value=None)
+    finally:
+        producer.close(timeout=0)
