@@ -22,6 +22,7 @@ from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
 
 from stream_dedup.kafka.assignor import SingleActiveAssignor
 from stream_dedup.kafka.fetched_records import read_fetches_quickly
+from stream_dedup.kafka.oversized_batches import LARGEST_RECORD_SENT, BatchBound
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ PRODUCER_TUNING: dict[str, Any] = {
     "batch_size": 256 * 1024,
     # Largest request [1 MiB]: above the largest single record the stage sends, a
     # forwarded document of max_document_bytes (1 MiB) or a changelog record.
-    "max_request_size": 16 << 20,
+    "max_request_size": LARGEST_RECORD_SENT,
     # Compress every batch [none]: a ~1 MiB value that arrived compressed must
     # fit a dead-letter topic of the same max.message.bytes (which the broker
     # checks on the compressed batch). zstd at its default level (3), which
@@ -171,13 +172,15 @@ def group_consumer(
     session_timeout_seconds: float,
     max_poll_records: int,
     single_active: bool = True,
+    bound: BatchBound | None = None,
 ) -> KafkaConsumer:
     """The stage's input consumer: static member of ``group_id``, one member holding every partition.
 
     It commits nothing itself (offsets go into the producer's transactions) and
     reads only committed records, so a batch of an aborted transaction upstream
     is never judged. ``single_active=False`` (the signers) spreads the
-    partitions over the members with Kafka's own assignors instead.
+    partitions over the members with Kafka's own assignors instead. ``bound``:
+    how far a fetched batch is decompressed (:mod:`stream_dedup.kafka.oversized_batches`).
     """
     assignors = [SingleActiveAssignor()] if single_active else [RangePartitionAssignor, RoundRobinPartitionAssignor]
     consumer = KafkaConsumer(
@@ -196,7 +199,7 @@ def group_consumer(
         # records wait unread, and an original there is judged after its copy on an old partition.
         metadata_max_age_ms=INPUT_METADATA_MAX_AGE_MS,
     )
-    return read_fetches_quickly(never_creating_topics(consumer))
+    return read_fetches_quickly(never_creating_topics(consumer), bound)
 
 
 def groupless_consumer(connection: KafkaConnection, reset: str, **options: Any) -> KafkaConsumer:

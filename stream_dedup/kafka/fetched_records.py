@@ -22,9 +22,17 @@ kafka-python as before. What this touches is private to kafka-python (the
 fetcher's record class, the batches' buffers): pyproject pins its minor
 version, and tests/kafka/test_fetched_records.py holds the records equal to
 kafka-python's own for batches of every shape.
+
+A compressed v2 batch is decompressed within a bound, not whole as
+kafka-python does: one that would decompress past it is not read, and its
+offsets come out as :class:`~stream_dedup.kafka.oversized_batches.UnreadRecord`
+stand-ins, dead-lettered by the stage (:mod:`stream_dedup.kafka.oversized_batches`).
+v0 and v1 batches (which Kafka 4 brokers no longer accept) and consumers with
+deserializers are decompressed by kafka-python, unbounded.
 """
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from kafka import KafkaConsumer
@@ -33,20 +41,30 @@ from kafka.errors import CorruptRecordError
 from kafka.protocol.consumer import IsolationLevel
 from kafka.record.util import decode_varint
 
+from stream_dedup.kafka.bounded_decompression import decompressed_within
+from stream_dedup.kafka.oversized_batches import BatchBound, unread_records
 
-def read_fetches_quickly(consumer: KafkaConsumer) -> KafkaConsumer:
+
+def read_fetches_quickly(consumer: KafkaConsumer, bound: BatchBound | None = None) -> KafkaConsumer:
     """Make ``consumer`` read the record batches it fetches with :class:`QuickPartitionRecords`; returns it.
 
-    Anything else standing in for a consumer (the tests' fakes) is returned as it is.
+    ``bound``: how far its batches are decompressed (by default, as far as the
+    stage's own records need). Anything else standing in for a consumer (the
+    tests' fakes) is returned as it is.
     """
     if isinstance(consumer, KafkaConsumer):
-        # The fetcher makes its records with ``self.PartitionRecords(...)``: this instance's class wins.
-        consumer._fetcher.PartitionRecords = QuickPartitionRecords
+        # The fetcher makes its records with ``self.PartitionRecords(...)``: this instance's attribute wins.
+        consumer._fetcher.PartitionRecords = partial(QuickPartitionRecords, bound=bound or BatchBound())
     return consumer
 
 
 class QuickPartitionRecords(Fetcher.PartitionRecords):
     """kafka-python's records of one fetched partition, with the records of v2 batches read by :meth:`_records_of`."""
+
+    def __init__(self, *args: Any, bound: BatchBound | None = None, **options: Any) -> None:
+        """kafka-python's arguments, and ``bound``: how far a compressed batch is decompressed."""
+        self.bound = bound or BatchBound()
+        super().__init__(*args, **options)
 
     def _unpack_records(self, tp: Any, records: Any, key_deserializer: Any, value_deserializer: Any) -> Iterator[Any]:
         if key_deserializer is not None or value_deserializer is not None:
@@ -121,10 +139,20 @@ class QuickPartitionRecords(Fetcher.PartitionRecords):
         count (varint) and per header a key (varint length, UTF-8) and a
         value (like the record's).
         """
-        batch._maybe_uncompress()
-        data = bytes(batch._buffer)
-        pos = batch._pos
         topic, partition, epoch = tp.topic, tp.partition, self.leader_epoch
+        if batch.compression_type == batch.CODEC_NONE:
+            data, pos = bytes(batch._buffer), batch._pos
+        else:
+            batch._assert_has_codec(batch.compression_type)  # kafka-python's UnsupportedCodecError (codec_check)
+            limit = self.bound.limit(batch._num_records)
+            decompressed = decompressed_within(batch.compression_type, bytes(batch._buffer[batch._pos :]), limit)
+            if decompressed is None:
+                for record in unread_records(topic, partition, epoch, batch, limit):
+                    self.records_read += 1
+                    self.next_fetch_offset = record.offset + 1
+                    yield record
+                return
+            data, pos = decompressed, 0
         base_offset, timestamp_type = batch.base_offset, batch.timestamp_type
         log_append_time = timestamp_type == batch.LOG_APPEND_TIME
         first_timestamp = batch.max_timestamp if log_append_time else batch.first_timestamp

@@ -26,6 +26,7 @@ from stream_dedup.engine.documents import (
     read_text_document,
 )
 from stream_dedup.engine.verdict import Verdict
+from stream_dedup.kafka.oversized_batches import UnreadRecord
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit, fitted
 from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.text.normalize import Folding
@@ -83,7 +84,7 @@ class InputDocument(NamedTuple):
 
 
 class DeadLetter(NamedTuple):
-    """A record that cannot be processed, with the reason (one of ``documents.REASONS``)."""
+    """A record that cannot be processed, with the reason (see ``ops.metrics.DEAD_LETTER_REASONS``)."""
 
     reason: str
     detail: str
@@ -103,8 +104,12 @@ def read_record(record: Any, reading: InputReading) -> InputDocument | DeadLette
     exception while reading one record makes that record a dead letter
     (``internal_error``, the exception named in its detail), since raising
     would fail the batch, and the batch would fail again after every restart.
+    A record of a batch too large to read (:mod:`stream_dedup.kafka.oversized_batches`)
+    is a dead letter too.
     """
     source = source_of(record)
+    if isinstance(record, UnreadRecord):
+        return DeadLetter(record.refusal.reason, record.refusal.detail, source, record)
     try:
         return _read(record, source, reading)
     except Exception as error:

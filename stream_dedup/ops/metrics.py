@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.documents import REASONS
 from stream_dedup.engine.verdict import VerdictKind
+from stream_dedup.kafka.oversized_batches import BATCH_TOO_LARGE
 from stream_dedup.kafka.record_texts import TEXT_PLACES, TEXT_SOURCES
 from stream_dedup.roles.unique_forwards import UNIQUE_RECORD_GONE
 from stream_dedup.worker.batch import UNIQUE_TOO_LARGE, VERDICT_TOO_LARGE
@@ -37,6 +38,7 @@ DEAD_LETTER_REASONS: tuple[str, ...] = (
     UNIQUE_TOO_LARGE,
     UNIQUE_RECORD_GONE,
     ISOLATED_REASON,
+    BATCH_TOO_LARGE,
 )
 
 _VERDICTS: tuple[VerdictKind, ...] = get_args(VerdictKind)

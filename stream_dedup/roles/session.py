@@ -94,6 +94,7 @@ from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.input_identity import InputIdentity
 from stream_dedup.kafka.instance_clash import raise_if_instance_taken
 from stream_dedup.kafka.membership import current_membership
+from stream_dedup.kafka.oversized_batches import BatchBound
 from stream_dedup.kafka.processed_lag import ProcessedLag
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.kafka.sending import Send, send_all
@@ -123,6 +124,8 @@ class RoleWork(ABC):
     topics: list[str]
     #: What each written topic accepts (records to a narrow one are flushed one by one).
     limits: dict[str, SizeLimit]
+    #: How far a fetched batch of those topics is decompressed (a role reading the input sets the input's).
+    bound = BatchBound()
 
     @abstractmethod
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
@@ -255,6 +258,7 @@ class RoleRunner:
                 s.session_timeout_seconds,
                 self.max_poll_records,
                 self.single_active,
+                work.bound,
             )
             opened.callback(self._close_consumer, consumer)
             _Session(self, work, producer, consumer).run()

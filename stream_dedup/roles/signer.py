@@ -45,6 +45,7 @@ class Signer(RoleWork):
         self.settings = settings
         self.events = events
         self.topics = [settings.input_topic]
+        self.bound = settings.input_bound()
         self.reading = settings.input_reading()
         self.digest = settings.detection.signature_fingerprint()
         self.detector = make_detector(settings.detection)

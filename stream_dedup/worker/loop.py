@@ -62,6 +62,10 @@ a record too large for its destination     ``record_fit``: a truncated copy    W
 (dead letter, verdict, unique forward)     with its hash; a verdict or         truncated (...)",
                                            forward that does not fit: a dead   ``dead_letters_total{reason}``
                                            letter instead
+a compressed input batch that would        ``QuickPartitionRecords`` (kafka.   WARNING "dead letter (batch_too_large)
+decompress past n x (max_document_bytes    oversized_batches): not read; each  ... offsets B..L ...",
++ 64 KiB), at most 64 MiB (a zip bomb)     offset dead-lettered, unread        ``dead_letters_total{reason="batch_too_
+                                                                               large"}``
 a written topic with max.message.bytes     ``size_limits``: exit 1             the message names the topic and the
 below 16 KiB                                                                   setting
 a written topic (output, dead-letter,      ``commit_transaction`` (kafka.      ERROR "the transaction cannot commit:
@@ -341,7 +345,12 @@ class Worker:
             # open transaction: a worker restarted after kill -9 starts clean.
             producer.init_transactions()
             consumer = group_consumer(
-                s.connection(), s.group_id, s.instance_id, s.session_timeout_seconds, s.batch_size
+                s.connection(),
+                s.group_id,
+                s.instance_id,
+                s.session_timeout_seconds,
+                s.batch_size,
+                bound=s.input_bound(),
             )
             opened.callback(self._close_consumer, consumer)
             end_offsets = end_offsets_reader(s.connection())

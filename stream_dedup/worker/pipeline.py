@@ -27,6 +27,7 @@ from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.documents import Refusal
 from stream_dedup.errors import StreamDedupError
 from stream_dedup.kafka.messages import InputReading
+from stream_dedup.kafka.oversized_batches import UnreadRecord
 from stream_dedup.worker.isolation import ISOLATED_REASON, Coordinates, coordinates
 from stream_dedup.worker.signing import Outcome, SignedRecords, read_and_sign
 
@@ -122,6 +123,9 @@ class SigningPipeline:
             for i, error in refused.items()
             if error is not None
         }
+        # A stand-in for a record of a batch too large to read crosses to no signer process: the wire
+        # carries keys and values only, and it would arrive there as a tombstone.
+        self._refused |= {i: r.refusal for i, r in enumerate(records) if isinstance(r, UnreadRecord)}
         self._in_flight = records
         # A record isolated as failing its batch is never read or signed again.
         self.signers.submit([r for i, r in enumerate(records) if i not in self._refused])

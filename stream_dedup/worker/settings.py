@@ -23,6 +23,7 @@ from stream_dedup.kafka.bounded_commit import WrittenTopics
 from stream_dedup.kafka.broker_check import server_address
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputFormat, InputReading
+from stream_dedup.kafka.oversized_batches import BatchBound
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.lsh.retention import MAX_DOCUMENTS
 from stream_dedup.worker.cores import default_signing_processes
@@ -448,6 +449,10 @@ class WorkerSettings(ConnectionSettings):
             return None
         spool = BlockSpool(spool_directory, self.text_spool_mb << 20) if self.text_spool_mb else None
         return RecordTexts(self.connection(), self.input_topic, self.input_reading(), self.text_cache_bytes, spool)
+
+    def input_bound(self) -> BatchBound:
+        """How far a batch of the input topic is decompressed: n records of ``max_document_bytes``, at most."""
+        return BatchBound(self.max_document_bytes)
 
     def input_reading(self) -> InputReading:
         return InputReading(

@@ -3,7 +3,8 @@
 Producers pick their own ``compression.type`` (Java clients, Connect and
 Logstash often lz4 or snappy); the stage must read every one of them, and stop
 with a message naming the codec, rather than restart for ever, on a batch it
-cannot decompress.
+cannot decompress. A batch that would decompress past what the stage reads (a
+"zip bomb") is dead-lettered offset by offset, unread, and the stage goes on.
 """
 
 from __future__ import annotations
@@ -14,11 +15,22 @@ import pytest
 from kafka import KafkaProducer
 
 from stream_dedup.errors import UnreadableBatchError
+from stream_dedup.kafka.oversized_batches import BATCH_TOO_LARGE, RECORD_OVERHEAD_BYTES
 from stream_dedup.roles.launch import role_runner
 from stream_dedup.worker.loop import Worker
 from tests.corpus import make_clustered_corpus
 
-from .stage import VERDICT_CORE, Stage, document_messages, expected_verdicts, failure_of, read_committed, worker_thread
+from .stage import (
+    VERDICT_CORE,
+    Stage,
+    document_messages,
+    expected_verdicts,
+    failure_of,
+    read_committed,
+    role_threads,
+    worker_thread,
+)
+from .test_roles import sequenced_batches
 
 pytestmark = pytest.mark.kafka
 
@@ -66,3 +78,67 @@ def test_a_batch_of_a_codec_this_installation_cannot_read_stops_the_stage_naming
 
     assert isinstance(failure, UnreadableBatchError)
     assert "lz4" in str(failure) and "kafka-python[crc32c,lz4,snappy,zstd]" in str(failure)
+
+
+def produce_bomb(stage: Stage, partition: int, records: int, value_bytes: int, timestamp: int) -> list[int]:
+    """One zstd batch of ``records`` records of ``value_bytes`` zeros (a few KB on the wire); their offsets."""
+    size = records * (value_bytes + 1024)
+    producer = KafkaProducer(
+        bootstrap_servers=stage.bootstrap,
+        compression_type="zstd",
+        max_request_size=size,
+        batch_size=size,
+        linger_ms=1000,
+    )
+    try:
+        zeros = bytes(value_bytes)
+        sent = [
+            producer.send(stage.input_topic, value=zeros, partition=partition, timestamp_ms=timestamp)
+            for _ in range(records)
+        ]
+        producer.flush(60)
+        return [future.get(10).offset for future in sent]
+    finally:
+        producer.close()
+
+
+@pytest.mark.parametrize("role", ["all", "signer"])
+def test_a_batch_decompressing_past_its_bound_is_dead_lettered_offset_by_offset_and_the_stage_goes_on(
+    stage: Stage, role: str
+) -> None:
+    corpus = make_clustered_corpus(90, seed=8)
+    messages = document_messages(corpus, partitions=3)
+    half = len(messages) // 2
+    produce_compressed(stage, messages[:half], "zstd")
+    # 4 records of 4 MiB in one batch, between the good ones; a stage reading documents of 64 KiB at most
+    # decompresses a batch of 4 records to 4 x (64 KiB + the records' overhead) at most.
+    offsets = produce_bomb(stage, 1, 4, 4 << 20, messages[half][3])
+    produce_compressed(stage, messages[half:], "zstd")
+    assert offsets == list(range(offsets[0], offsets[0] + 4))
+    settings = stage.settings("signer-1" if role == "signer" else "worker-1", role=role, max_document_bytes=65536)
+
+    if role == "all":
+        with worker_thread(settings):
+            verdicts = read_committed(stage.bootstrap, stage.output_topic, len(corpus))
+            letters = read_committed(stage.bootstrap, stage.dead_letter_topic, 4)
+        published = [json.loads(r.value) for r in verdicts]
+        assert len(published) == len(corpus)  # each once
+        assert {v["id"]: {k: v[k] for k in VERDICT_CORE} for v in published} == expected_verdicts(corpus)
+    else:
+        with role_threads(settings):
+            letters = read_committed(stage.bootstrap, stage.dead_letter_topic, 4)
+            batches = sequenced_batches(stage.bootstrap, settings.sequenced_topic, settings.detection)
+        sequenced = [doc_id for batch in batches for doc_id in batch.entry.documents.ids]
+        assert sorted(sequenced) == sorted(f"doc-{i}" for i in range(len(corpus)))  # each once
+
+    assert len(letters) == 4
+    limit = 4 * (65536 + RECORD_OVERHEAD_BYTES)
+    for letter, offset in zip(letters, offsets, strict=True):
+        headers = dict(letter.headers)
+        assert headers["stream-dedup-reason"] == BATCH_TOO_LARGE.encode()
+        assert headers["stream-dedup-source-partition"] == b"1"
+        assert headers["stream-dedup-source-offset"] == str(offset).encode()
+        detail = headers["stream-dedup-error"].decode()
+        assert f"partition 1 at offsets {offsets[0]}..{offsets[-1]}" in detail and "zstd" in detail
+        assert f"more than {limit} bytes" in detail  # the bound: nothing past it was decompressed
+        assert letter.key is None and not letter.value

@@ -108,7 +108,7 @@ def test_labelled_series_exist_at_zero_from_construction() -> None:
     assert set(DEAD_LETTER_REASONS) == {
         "invalid_utf8", "invalid_json", "not_an_object", "missing_text", "invalid_text", "empty_text", "invalid_id",
         "too_large", "too_deep", "id_too_long", "internal_error", "verdict_too_large", "unique_too_large",
-        "unique_record_gone", "processing_failed",
+        "unique_record_gone", "processing_failed", "batch_too_large",
     }  # fmt: skip
 
 
