@@ -202,11 +202,14 @@ def group_consumer(
     return read_fetches_quickly(never_creating_topics(consumer), bound)
 
 
-def groupless_consumer(connection: KafkaConnection, reset: str, **options: Any) -> KafkaConsumer:
+def groupless_consumer(
+    connection: KafkaConnection, reset: str, bound: BatchBound | None = None, **options: Any
+) -> KafkaConsumer:
     """A consumer of no group, committing nothing: committed records only, fetches read quickly.
 
     ``reset`` is kafka-python's ``auto_offset_reset`` (where to go from an
-    offset the partition no longer holds); ``options`` are more of its settings.
+    offset the partition no longer holds); ``bound``: how far a fetched batch
+    is decompressed; ``options`` are more of its settings.
     """
     return read_fetches_quickly(
         never_creating_topics(
@@ -218,7 +221,8 @@ def groupless_consumer(connection: KafkaConnection, reset: str, **options: Any) 
                 auto_offset_reset=reset,
                 **options,
             )
-        )
+        ),
+        bound,
     )
 
 

@@ -21,6 +21,7 @@ from kafka import TopicPartition
 from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection, groupless_consumer, log_offsets
+from stream_dedup.kafka.oversized_batches import BatchBound
 from stream_dedup.kafka.sized_lru import SizedLru
 
 log = logging.getLogger(__name__)
@@ -69,8 +70,11 @@ class RecordLookup:
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
         fetch_bytes: int = FETCH_BYTES,
+        bound: BatchBound | None = None,
     ) -> None:
         """``fetch_bytes``: what one fetch asks of a partition; more for reading spans (:meth:`records_between`).
+
+        ``bound``: how far a fetched batch is decompressed (the input's, to read documents as the stage did).
 
         Raises ``KafkaError`` if no broker answers within ``timeout_seconds``
         (kafka-python's own wait, 30 s, would hold a caller's batch past its
@@ -81,6 +85,7 @@ class RecordLookup:
             # Seeking below the partition's start (records deleted) moves to
             # the start; the offset check in fetch() then finds the gap.
             "earliest",
+            bound,
             bootstrap_timeout_ms=int(timeout_seconds * 1000),
             max_poll_records=_RECORDS_PER_POLL,
             max_partition_fetch_bytes=fetch_bytes,

@@ -67,6 +67,7 @@ from stream_dedup.distinct import distinct_sorted
 from stream_dedup.kafka.block_spool import BlockSpool
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import InputReading, coordinates_of, document_text, match_coordinates
+from stream_dedup.kafka.oversized_batches import BatchBound
 from stream_dedup.kafka.record_lookup import DEFAULT_CACHE_BYTES, FETCH_BYTES, RecordGone, RecordLookup
 from stream_dedup.kafka.value_blocks import ValueBlock, ValueBlocks, pack_blocks
 from stream_dedup.lsh.generation import NO_SOURCE
@@ -123,11 +124,15 @@ class RecordTexts:
         reading: InputReading,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         spool: BlockSpool | None = None,
+        bound: BatchBound | None = None,
     ) -> None:
         """``cache_bytes``: the memory for record values kept (compressed), the batches' and those fetched.
 
-        ``spool``: where the values the memory lets go are kept (and closed with this).
+        ``spool``: where the values the memory lets go are kept (and closed with this). ``bound``: how far
+        a fetched batch is decompressed: the stage's input consumer's, so that every document it judged
+        can be read again (a record of ``max_document_bytes`` above the default's 16 MiB).
         """
+        self._bound = bound
         self._connection = connection
         self._topic = topic
         self._reading = reading
@@ -301,7 +306,7 @@ class RecordTexts:
     def _opened(self, cache_bytes: int, fetch_bytes: int) -> RecordLookup:
         """A lookup; raises ``KafkaError``, naming what it was for, if no broker answers."""
         try:
-            return RecordLookup(self._connection, cache_bytes, fetch_bytes=fetch_bytes)
+            return RecordLookup(self._connection, cache_bytes, fetch_bytes=fetch_bytes, bound=self._bound)
         except KafkaError as error:
             why = f"cannot read input records again to settle pairs near the threshold: {error!r}"
             raise KafkaError(why) from error

@@ -448,7 +448,8 @@ class WorkerSettings(ConnectionSettings):
         if not self.detection.settles_with_texts:
             return None
         spool = BlockSpool(spool_directory, self.text_spool_mb << 20) if self.text_spool_mb else None
-        return RecordTexts(self.connection(), self.input_topic, self.input_reading(), self.text_cache_bytes, spool)
+        connection, topic, reading = self.connection(), self.input_topic, self.input_reading()
+        return RecordTexts(connection, topic, reading, self.text_cache_bytes, spool, self.input_bound())
 
     def input_bound(self) -> BatchBound:
         """How far a batch of the input topic is decompressed: n records of ``max_document_bytes``, at most."""

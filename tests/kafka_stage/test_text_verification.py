@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -155,6 +156,25 @@ def test_record_texts_gives_normalised_texts_none_for_what_is_gone_and_fails_wit
     unreachable = RecordTexts(KafkaConnection("127.0.0.1:1"), stage.input_topic, settings.input_reading())
     with pytest.raises(KafkaError, match="cannot read input records again"):
         unreachable.texts_of(pointers[:1])  # not read now is not gone: the batch is tried again
+
+
+def test_a_document_above_16_mib_judged_under_a_larger_max_document_bytes_is_read_again(
+    stage: Stage, tmp_path: Path
+) -> None:
+    """Read again as the stage's input consumer read it: within its batch bound, not the default's 16 MiB."""
+    text = "lorem ipsum dolor sit amet " * ((20 << 20) // 27)  # 20 MiB, a few KB compressed
+    producer = KafkaProducer(
+        bootstrap_servers=stage.bootstrap, compression_type="zstd", max_request_size=32 << 20, batch_size=32 << 20
+    )
+    producer.send(stage.input_topic, value=json.dumps({"id": "big", "text": text}).encode(), partition=0)
+    producer.flush(60)
+    producer.close()
+    texts = stage.settings(max_document_bytes=32 << 20).record_texts(str(tmp_path))
+    assert texts is not None
+    try:
+        assert texts.texts_of(np.array([0], dtype=np.uint64)) == normalize_all([text])
+    finally:
+        texts.close()
 
 
 def test_an_expected_batch_is_read_in_one_span_per_partition_and_aborted_records_are_not_texts(
