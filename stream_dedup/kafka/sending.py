@@ -10,6 +10,7 @@ the topic's metadata for every record, a twentieth of the stage's process.
 A record with neither goes where kafka-python puts it (any partition).
 """
 
+import random
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -52,8 +53,11 @@ def send_all(producer: KafkaProducer, sends: Sequence[Send], limits: Mapping[str
       retry), so each of these travels alone.
 
     Before such a record goes, the topic's queued records go, so a partition
-    keeps the order of ``sends``. A producer other than kafka-python's own (a
-    test's fake, a wrapper) gets every record through its ``send``.
+    keeps the order of ``sends``. One with a header without a value (which
+    ``send`` refuses) is queued alone as a batch of its own instead, on a
+    partition of the topic picked at random if it has neither, as ``send``
+    picks. A producer other than kafka-python's own (a test's fake, a
+    wrapper) gets every record through its ``send``.
     """
     batched = isinstance(producer, KafkaProducer)
     narrow_topics = {topic for topic, limit in limits.items() if limit.is_narrow(PRODUCER_TUNING["batch_size"])}
@@ -66,7 +70,14 @@ def send_all(producer: KafkaProducer, sends: Sequence[Send], limits: Mapping[str
             continue
         for queued in [tp for tp in pending if tp.topic == send.topic]:
             append_batches(producer, queued, pending.pop(queued))
-        producer.send(send.topic, key=record.key, value=record.value, headers=record.headers, partition=partition)
+        if batched and any(value is None for _, value in record.headers):
+            # kafka-python's send refuses a header without a value, which Java's and librdkafka's
+            # producers write: a dead letter or forward of such an input record failed every batch
+            # holding it, the stage retrying it for ever. Encoded here, it still travels alone.
+            target = partition if partition is not None else random.choice(sorted(_partitions_of(producer, send.topic)))
+            append_batches(producer, TopicPartition(send.topic, target), [record])
+        else:
+            producer.send(send.topic, key=record.key, value=record.value, headers=record.headers, partition=partition)
         if narrow:
             producer.flush()
     for queued, records in pending.items():

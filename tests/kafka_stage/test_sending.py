@@ -8,7 +8,7 @@ import pytest
 from kafka import KafkaProducer
 from kafka.partitioner.default import murmur2
 
-from stream_dedup.kafka.record_fit import OutgoingRecord
+from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
 from stream_dedup.kafka.sending import Send, send_all
 
 from .stage import in_transaction, read_committed
@@ -55,6 +55,31 @@ def test_records_land_once_in_order_where_kafkas_partitioner_puts_their_keys(
     assert [(r.partition, r.value) for r in read_committed(kafka_bootstrap, other, 3) if r.key is not None] == sorted(
         [(kafka_partition(b"doc-1", 3), b"o"), (0, b"p")]
     )
+
+
+def test_a_header_without_a_value_is_sent_on_every_route_send_would_take(
+    kafka_bootstrap: str, topic_factory: Callable[..., str]
+) -> None:
+    """Java's and librdkafka's producers write headers without a value; kafka-python's ``send`` refuses them.
+
+    A dead letter or unique forward copies its input record's headers, so each
+    route that went through ``send`` (a large record, no key, a narrow topic)
+    failed every batch holding such a record.
+    """
+    wide, narrow = topic_factory(3), topic_factory(1, {"max.message.bytes": str(64 * 1024)})
+    headers = [("trace", None), ("kept", b"v")]
+    sends = [
+        Send(wide, OutgoingRecord(b"large", b"L" * 200_000, headers)),
+        Send(wide, OutgoingRecord(None, b"no key", headers)),
+        Send(narrow, OutgoingRecord(b"narrow", b"n", headers)),
+    ]
+    in_transaction(kafka_bootstrap, lambda producer: send_all(producer, sends, {narrow: SizeLimit(64 * 1024)}))
+    written = read_committed(kafka_bootstrap, wide, 2) + read_committed(kafka_bootstrap, narrow, 1)
+    assert sorted((r.key or b"", r.value[:6], r.headers) for r in written) == [
+        (b"", b"no key", headers),
+        (b"large", b"LLLLLL", headers),
+        (b"narrow", b"n", headers),
+    ]
 
 
 def test_records_of_an_aborted_transaction_are_never_read(
