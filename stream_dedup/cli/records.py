@@ -21,6 +21,9 @@ DEFAULT_MAX_DOCUMENT_BYTES = 16 << 20
 #: How input files are decoded: UTF-8, a byte order mark at the very start of the file skipped (Notepad and
 #: PowerShell write one); anywhere else it is part of its line, which is then not JSON (RFC 8259 forbids it).
 INPUT_ENCODING = "utf-8-sig"
+#: What a blank line holds, as JSON counts whitespace (the line feed ends it). Not ``str.strip``'s: a line of
+#: a form feed, a no-break space or U+2028 is no JSON, and was skipped without a word instead of rejected.
+_JSON_WHITESPACE = " \t\r"
 
 
 def input_lines(path: str) -> Iterator[str]:
@@ -85,10 +88,11 @@ def read_records(
     folding: Folding = DEFAULT_FOLDING,
     max_document_bytes: int = DEFAULT_MAX_DOCUMENT_BYTES,
 ) -> Iterator[Record | Reject]:
-    """Parse JSON lines (numbered from 1); blank lines are skipped, longer ones than ``max_document_bytes`` rejected."""
+    """Parse JSON lines (numbered from 1); blank lines (JSON whitespace only) are skipped, longer ones than
+    ``max_document_bytes`` rejected."""
     for number, raw in enumerate(lines, start=1):
         line = raw.rstrip("\r\n")
-        if not line.strip():
+        if not line.strip(_JSON_WHITESPACE):
             continue
         size = _utf8_size(line, max_document_bytes)
         if size > max_document_bytes:

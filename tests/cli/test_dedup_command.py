@@ -364,6 +364,21 @@ def test_blank_lines_are_skipped_but_still_counted_in_line_numbers(tmp_path: Pat
     assert [(r["line"], r["raw"]) for r in rejects(tmp_path / "out.jsonl.rejects.jsonl")] == [(4, "oops")]
 
 
+def test_a_line_of_whitespace_json_does_not_know_is_rejected_not_skipped(tmp_path: Path) -> None:
+    """Only spaces, tabs and carriage returns make a line blank; Python's ``str.strip`` took far more."""
+    odd = ["\f", "\v", "\x1c", "\u00a0", "\u0085", "\u2028", "\u3000"]
+    data = jsonl({"id": "a", "text": text(1)}) + b" \t\r\n" + "\n".join(odd).encode() + b"\n"
+    (tmp_path / "in.jsonl").write_bytes(data)
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    assert [v["id"] for v in verdicts((tmp_path / "out.jsonl").read_bytes())] == ["a"]
+    assert [(r["line"], r["raw"]) for r in rejects(tmp_path / "out.jsonl.rejects.jsonl")] == [
+        (3 + i, line) for i, line in enumerate(odd)
+    ]
+
+
 @pytest.mark.parametrize("given_as", ["file", "standard input"])
 def test_only_a_line_feed_ends_a_line_so_a_carriage_return_inside_a_record_keeps_it_and_the_line_numbers(
     tmp_path: Path, given_as: str
