@@ -53,6 +53,18 @@ def test_the_id_comes_from_the_field_then_the_key_then_the_coordinates() -> None
     assert isinstance(from_key, InputDocument) and from_key.id == "the-key"
     from_coordinates = read(b'{"text": "hello"}')
     assert isinstance(from_coordinates, InputDocument) and from_coordinates.id == "documents:2:41"
+    from_empty_key = read(b'{"text": "hello"}', key=b"")
+    assert isinstance(from_empty_key, InputDocument) and from_empty_key.id == "documents:2:41"
+
+
+def test_nan_and_infinity_are_numbers_a_fault_only_as_the_id_or_the_text() -> None:
+    """Python's ``json`` writes them; docs/verdicts.md says so beside ``invalid_json``."""
+    elsewhere = read(b'{"id": "a", "text": "hello", "score": NaN, "range": [-Infinity, Infinity]}')
+    assert isinstance(elsewhere, InputDocument) and elsewhere.id == "a"
+    assert [getattr(read(v), "reason", None) for v in (b'{"id": NaN, "text": "t"}', b'{"text": Infinity}')] == [
+        "invalid_id",
+        "invalid_text",
+    ]
 
 
 def test_field_names_are_configurable() -> None:
@@ -151,6 +163,18 @@ def test_dead_letter_headers_keep_the_original_ones_and_add_reason_and_source() 
     assert headers["stream-dedup-reason"] == b"invalid_json"
     assert (headers["stream-dedup-source-partition"], headers["stream-dedup-source-offset"]) == (b"2", b"41")
     assert headers["stream-dedup-source-timestamp"] == b"1700000000000"
+
+
+def test_a_dead_letter_sent_back_to_the_input_keeps_its_old_reason_before_the_new_one() -> None:
+    """The stage's headers come last, so the last header of a name is this stage's (Java's ``lastHeader``)."""
+    old_headers = (("stream-dedup-reason", b"invalid_json"), ("stream-dedup-source-offset", b"7"))
+    again = Record(value=b"[1]", headers=old_headers)
+    letter = read_record(again, InputReading())
+    assert isinstance(letter, DeadLetter)
+    headers = dead_letter_headers(letter)
+    assert headers[:2] == list(old_headers)
+    assert [v for k, v in headers if k == "stream-dedup-reason"] == [b"invalid_json", b"not_an_object"]
+    assert [v for k, v in headers if k == "stream-dedup-source-offset"] == [b"7", b"41"]
 
 
 def test_verdict_value_names_the_source_and_the_parameters() -> None:
