@@ -29,7 +29,9 @@ settle pairs by text: each batch's span of each of 3 partitions in one read
 has such a pair, so every shard reads the whole input again.
 
 The model then projects, from these figures, the shards, signers and judge a target of
-docs/s and indexed documents needs, and names the first bottleneck. A judge that forwards
+docs/s and indexed documents needs, and names the first bottleneck. More than one signer
+core means ``parallel_signers = true`` (signers sharing the input's partitions, a backlog
+sequenced in the order of their commits rather than in event-time order). A judge that forwards
 unique documents (``unique_topic``) reads the input again as a shard does: its cores are
 given with and without that.
 

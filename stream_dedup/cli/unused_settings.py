@@ -126,7 +126,7 @@ _RULES = (
         lambda s: "read with input_format json only; input_format is text (the key is the id, the value the text)",
     ),
     _Rule(
-        ("shards", "shard_index", "sequenced_topic", "answers_topic"),
+        ("shards", "shard_index", "sequenced_topic", "answers_topic", "parallel_signers"),
         lambda s: s.role != "all",
         lambda s: "read by the roles of a sharded stage (signer, shard, judge) only; role is all (one process)",
     ),

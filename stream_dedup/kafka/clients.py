@@ -178,7 +178,7 @@ def group_consumer(
 
     It commits nothing itself (offsets go into the producer's transactions) and
     reads only committed records, so a batch of an aborted transaction upstream
-    is never judged. ``single_active=False`` (the signers) spreads the
+    is never judged. ``single_active=False`` (``parallel_signers``) spreads the
     partitions over the members with Kafka's own assignors instead. ``bound``:
     how far a fetched batch is decompressed (:mod:`stream_dedup.kafka.oversized_batches`).
     """

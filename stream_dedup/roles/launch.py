@@ -15,7 +15,9 @@ def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) ->
     s = settings
     events = events or WorkerEvents()
     if s.role == "signer":
-        return RoleRunner(s, lambda: Signer(s, events), events, single_active=False, max_poll_records=s.batch_size)
+        # One signer merges every partition in event-time order; several sequence in the order of their commits.
+        single_active = not s.parallel_signers
+        return RoleRunner(s, lambda: Signer(s, events), events, single_active, max_poll_records=s.batch_size)
     if s.role == "shard":
         store = SnapshotStore(snapshot_directory(s), s.snapshots_kept)
         texts = s.record_texts(str(snapshot_directory(s)))

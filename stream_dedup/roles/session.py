@@ -181,8 +181,8 @@ class RoleRunner:
         single_active: bool = True,
         max_poll_records: int = 100,
     ) -> None:
-        """``single_active``: one member of the role's group holds every partition (shards, judge), else
-        Kafka spreads them (signers). ``max_poll_records`` bounds the records of one step."""
+        """``single_active``: one member of the role's group holds every partition (shards, judge; signers
+        unless ``parallel_signers``), else Kafka spreads them. ``max_poll_records`` bounds the records of one step."""
         self.settings = settings
         self.make_work = make_work
         self.events = events or WorkerEvents()

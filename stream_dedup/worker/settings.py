@@ -265,6 +265,12 @@ class WorkerSettings(ConnectionSettings):
     )
     shards: int = _setting(1, "sharded stage: number of shards (must divide index_slots)")
     shard_index: int = _setting(0, "role shard: which shard this process is, 0 to shards - 1")
+    parallel_signers: bool = _setting(
+        False,
+        "sharded stage: the signers share the input's partitions, for more signing throughput, and sequence a "
+        "backlog in the order they work through it; off, one signs every partition in event-time order (as "
+        "one process judges) while the others stand by",
+    )
     #: Empty until ``__post_init__`` fills in the defaults, which depend on ``group_id``.
     sequenced_topic: str = _setting(
         "", "sharded stage: the one-partition log of signed batches (default GROUP_ID.sequenced)"

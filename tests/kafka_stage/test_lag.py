@@ -141,7 +141,7 @@ def test_a_signer_that_gives_up_partitions_to_another_stops_reporting_their_lag(
     for key, value, partition, timestamp in late:
         upstream.send(stage.input_topic, key=key, value=value, partition=partition, timestamp_ms=timestamp)
     upstream.flush(30)
-    roles = dict(batch_size=50, index_slots=6, shards=2)
+    roles = dict(batch_size=50, index_slots=6, shards=2, parallel_signers=True)
     first, second = WorkerMetrics(), WorkerMetrics()
     try:
         with role_threads(stage.settings("signer-1", role="signer", **roles), events=MetricsEvents(first, Health())):
