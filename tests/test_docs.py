@@ -1,19 +1,85 @@
-"""The docs document every setting and every metric (both drift: they come from code); their links resolve."""
+"""The docs say what the code does: settings, defaults, metrics, alerts; links and their headings resolve.
 
+Each of these drifts, since it comes from code; a reader who copies an
+example or looks a name up must find what the page says.
+"""
+
+import contextlib
 import re
+from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from stream_dedup.cli.settings_sources import setting_types
+from stream_dedup.config import DetectionConfig
 from stream_dedup.ops.metrics import WorkerMetrics
+from stream_dedup.worker.settings import WorkerSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS_PAGE = (ROOT / "docs" / "kafka-stage.md").read_text()
 OPERATING_PAGE = (ROOT / "docs" / "operating.md").read_text()
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: How a settings table writes a default that is no literal of the setting's value.
+_WORDS = {"on": True, "off": None, "none": None, "—": None, "chosen": None}
 
 
 def test_every_setting_is_documented() -> None:
     missing = [name for name in setting_types() if f"`{name}`" not in SETTINGS_PAGE]
     assert not missing, f"settings missing from docs/kafka-stage.md: {missing}"
+
+
+def _table_rows(page: str, header: str) -> list[list[str]]:
+    """The cells of each row of the table whose header row starts with ``header``."""
+    lines = page.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _code_defaults() -> dict[str, Any]:
+    defaults = {f.name: f.default for f in fields(DetectionConfig)}
+    defaults.update({f.name: f.default for f in fields(WorkerSettings) if f.name != "detection"})
+    return defaults
+
+
+def _documented_default(cell: str) -> tuple[bool, Any]:
+    """(True, the value) for a cell holding one literal (`32`, 0.8, `oph` (why), off); (False, None) for prose."""
+    cell = re.sub(r" \([^)]*\)$", "", cell)  # "`33554432` (32 MiB)"
+    if cell in _WORDS:
+        return True, _WORDS[cell]
+    literal = re.fullmatch(r"`([^`]*)`|([0-9.]+)", cell)
+    if not literal:
+        return False, None
+    text = literal.group(1) if literal.group(1) is not None else literal.group(2)
+    if "GROUP_ID" in text:  # made from group_id at start-up: checked below
+        return False, None
+    with contextlib.suppress(ValueError):
+        return True, float(text)
+    return True, text
+
+
+def test_every_documented_default_is_the_codes() -> None:
+    defaults = _code_defaults()
+    rows = _table_rows(SETTINGS_PAGE, "| setting | default |") + _table_rows(SETTINGS_PAGE, "| setting (flag) |")
+    wrong = []
+    for cells in rows:
+        literal, documented = _documented_default(cells[1])
+        for name in re.findall(r"`([a-z_]+)`", cells[0].split("(")[0]):
+            actual = defaults[name]
+            if documented is None and actual is False:  # "off" for a switch
+                actual = None
+            if literal and documented != actual:
+                wrong.append(f"{name}: docs {cells[1]!r}, code {actual!r}")
+    settings = WorkerSettings(group_id="G")
+    for topic in ("changelog", "sequenced", "answers"):
+        if f"| `{topic}_topic` | `GROUP_ID.{topic}` |" not in SETTINGS_PAGE:
+            wrong.append(f"{topic}_topic: docs do not say GROUP_ID.{topic}")
+        assert getattr(settings, f"{topic}_topic") == f"G.{topic}"
+    assert not wrong, f"defaults in docs/kafka-stage.md that are not the code's: {wrong}"
 
 
 def test_every_metric_is_documented() -> None:
@@ -23,11 +89,33 @@ def test_every_metric_is_documented() -> None:
     assert not missing, f"metrics missing from docs/operating.md: {missing}"
 
 
+def test_every_metric_the_docs_name_exists() -> None:
+    names = {metric.name for metric in WorkerMetrics().registry.collect()}
+    named = {name for page in PAGES for name in re.findall(r"\bstream_dedup_[a-z_]+", page.read_text())}
+    unknown = sorted(name for name in named if name.removesuffix("_total") not in names)
+    assert not unknown, f"metrics the docs name that the code does not export: {unknown}"
+
+
+def test_every_alert_is_in_the_runbook_and_every_runbook_row_is_an_alert() -> None:
+    rules = set(re.findall(r"- alert: (\w+)", (ROOT / "deploy" / "prometheus" / "alerts.yml").read_text()))
+    runbook = {re.sub(r"`", "", cells[0]) for cells in _table_rows(OPERATING_PAGE, "| alert | means |")}
+    assert rules == runbook, f"only in alerts.yml: {rules - runbook}; only in the runbook: {runbook - rules}"
+
+
+def _anchors(page: Path) -> set[str]:
+    """GitHub's anchor of each heading of ``page`` (lower case, punctuation dropped, spaces to hyphens)."""
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    headings = re.findall(r"^#+ (.*)$", text, re.M)
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-") for heading in headings}
+
+
 def test_every_link_between_the_readme_and_the_docs_resolves() -> None:
-    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
     broken = []
-    for page in pages:
-        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", page.read_text()):
-            if not (page.parent / target).exists():
+    for page in [*PAGES, ROOT / "benchmarks" / "README.md"]:
+        for target, anchor in re.findall(r"\]\(([^)#:]*)(?:#([^)]*))?\)", page.read_text()):
+            destination = page.parent / target if target else page
+            if not destination.exists():
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
-    assert not broken, f"links to missing files: {broken}"
+            elif anchor and destination.suffix == ".md" and anchor not in _anchors(destination):
+                broken.append(f"{page.relative_to(ROOT)} -> {target}#{anchor}")
+    assert not broken, f"links to missing files or headings: {broken}"
