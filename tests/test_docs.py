@@ -1,4 +1,4 @@
-"""The docs say what the code does: settings, defaults, metrics, alerts; links and their headings resolve.
+"""The docs say what the code does: settings, defaults, metrics, alerts, library examples; links resolve.
 
 Each of these drifts, since it comes from code; a reader who copies an
 example or looks a name up must find what the page says.
@@ -9,6 +9,8 @@ import re
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from stream_dedup.cli.settings_sources import setting_types
 from stream_dedup.config import DetectionConfig
@@ -100,6 +102,31 @@ def test_every_alert_is_in_the_runbook_and_every_runbook_row_is_an_alert() -> No
     rules = set(re.findall(r"- alert: (\w+)", (ROOT / "deploy" / "prometheus" / "alerts.yml").read_text()))
     runbook = {re.sub(r"`", "", cells[0]) for cells in _table_rows(OPERATING_PAGE, "| alert | means |")}
     assert rules == runbook, f"only in alerts.yml: {rules - runbook}; only in the runbook: {runbook - rules}"
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), re.S)
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/kafka-stage.md"])
+def test_the_library_examples_run(page: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the snapshot example writes a file
+    for block in _python_blocks(ROOT / page):
+        exec(compile(block, page, "exec"), {})
+
+
+def test_the_readme_example_gives_the_verdicts_it_says_the_sketch_then_the_texts() -> None:
+    block = _python_blocks(ROOT / "README.md")[0]
+    by_sketch = block.split("# Pairs too near the threshold")[0]
+    said = [float(number) for number in re.findall(r"# b: duplicate of a, similarity ([0-9.]+)", block)]
+    found = []
+    for code in (by_sketch, block):
+        scope: dict[str, Any] = {}
+        exec(compile(code, "README.md", "exec"), scope)
+        found.append(scope["verdicts"][1])
+    assert [(v.verdict, v.duplicate_of) for v in found] == [("duplicate", "a")] * 2
+    assert said == [v.similarity for v in found], f"the README says {said}, the detector gives {found}"
+    assert found[1].match_source == 1, "the pair is settled by the texts the spool holds"
 
 
 def _anchors(page: Path) -> set[str]:
