@@ -1,11 +1,15 @@
-"""The docs say what the code does: settings, defaults, metrics, alerts, library examples; links resolve.
+"""The docs say what the code does: settings, defaults, metrics, alerts, examples; links resolve.
 
 Each of these drifts, since it comes from code; a reader who copies an
 example or looks a name up must find what the page says.
 """
 
 import contextlib
+import json
+import os
 import re
+import subprocess
+import sys
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -21,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SETTINGS_PAGE = (ROOT / "docs" / "kafka-stage.md").read_text()
 OPERATING_PAGE = (ROOT / "docs" / "operating.md").read_text()
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SAMPLE = ROOT / "stream_dedup" / "samples" / "listings.jsonl"
 #: How a settings table writes a default that is no literal of the setting's value.
 _WORDS = {"on": True, "off": None, "none": None, "—": None, "chosen": None}
 
@@ -127,6 +132,28 @@ def test_the_readme_example_gives_the_verdicts_it_says_the_sketch_then_the_texts
     assert [(v.verdict, v.duplicate_of) for v in found] == [("duplicate", "a")] * 2
     assert said == [v.similarity for v in found], f"the README says {said}, the detector gives {found}"
     assert found[1].match_source == 1, "the pair is settled by the texts the spool holds"
+
+
+def _dedup_sample(*flags: str) -> set[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "stream_dedup.cli.main", "dedup", str(SAMPLE), *flags]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120, check=True)
+    return set(done.stdout.splitlines())
+
+
+def test_the_offline_output_examples_are_lines_dedup_writes_for_the_sample() -> None:
+    shown = [
+        line
+        for page in ("kafka-stage.md", "verdicts.md")
+        for block in re.findall(r"```json\n(.*?)```", (ROOT / "docs" / page).read_text(), re.S)
+        for line in block.splitlines()
+        if '"line":' in line
+    ]
+    assert len(shown) == 3
+    written = _dedup_sample() | _dedup_sample("--containment-threshold", "0.8")
+    for line in shown:
+        json.loads(line)
+        assert line in written, f"no line of dedup over the sample corpus reads {line}"
 
 
 def _anchors(page: Path) -> set[str]:
