@@ -1,4 +1,4 @@
-"""The docs say what the code does: settings, defaults, metrics, alerts, examples; links resolve.
+"""The docs say what the code does: settings, defaults, metrics, alerts, modules, examples; links resolve.
 
 Each of these drifts, since it comes from code; a reader who copies an
 example or looks a name up must find what the page says.
@@ -24,6 +24,7 @@ from stream_dedup.worker.settings import WorkerSettings
 ROOT = Path(__file__).resolve().parents[1]
 SETTINGS_PAGE = (ROOT / "docs" / "kafka-stage.md").read_text()
 OPERATING_PAGE = (ROOT / "docs" / "operating.md").read_text()
+CODE_MAP_PAGE = (ROOT / "docs" / "how-it-works.md").read_text()
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SAMPLE = ROOT / "stream_dedup" / "samples" / "listings.jsonl"
 #: How a settings table writes a default that is no literal of the setting's value.
@@ -107,6 +108,26 @@ def test_every_alert_is_in_the_runbook_and_every_runbook_row_is_an_alert() -> No
     rules = set(re.findall(r"- alert: (\w+)", (ROOT / "deploy" / "prometheus" / "alerts.yml").read_text()))
     runbook = {re.sub(r"`", "", cells[0]) for cells in _table_rows(OPERATING_PAGE, "| alert | means |")}
     assert rules == runbook, f"only in alerts.yml: {rules - runbook}; only in the runbook: {runbook - rules}"
+
+
+def test_every_module_is_in_the_code_map() -> None:
+    rows = {cells[0].strip("`"): cells[2] for cells in _table_rows(CODE_MAP_PAGE, "| layer |")}
+    package = ROOT / "stream_dedup"
+    layers = {path.name for path in package.iterdir() if (path / "__init__.py").exists()}
+    assert layers == set(rows), f"layers: in the package {sorted(layers)}, in the code map {sorted(rows)}"
+    missing = [
+        f"{layer}/{module.stem}"
+        for layer in sorted(layers)
+        for module in sorted((package / layer).glob("*.py"))
+        if module.stem != "__init__" and f"`{module.stem}`" not in rows[layer]
+    ]
+    code_map = CODE_MAP_PAGE.split("## Code map")[1].split("\n## ")[0]
+    missing += [
+        module.name
+        for module in sorted(package.glob("*.py"))
+        if module.stem != "__init__" and f"`{module.stem}`" not in code_map
+    ]
+    assert not missing, f"modules missing from the code map in docs/how-it-works.md: {missing}"
 
 
 def _python_blocks(page: Path) -> list[str]:
