@@ -1,4 +1,4 @@
-"""The docs say what the code does: settings, defaults, metrics, alerts, modules, examples; links resolve.
+"""The docs say what the code does: settings, defaults, metrics, alerts, panels, modules, examples; links resolve.
 
 Each of these drifts, since it comes from code; a reader who copies an
 example or looks a name up must find what the page says.
@@ -108,6 +108,18 @@ def test_every_alert_is_in_the_runbook_and_every_runbook_row_is_an_alert() -> No
     rules = set(re.findall(r"- alert: (\w+)", (ROOT / "deploy" / "prometheus" / "alerts.yml").read_text()))
     runbook = {re.sub(r"`", "", cells[0]) for cells in _table_rows(OPERATING_PAGE, "| alert | means |")}
     assert rules == runbook, f"only in alerts.yml: {rules - runbook}; only in the runbook: {runbook - rules}"
+
+
+def test_every_dashboard_panel_the_docs_name_exists() -> None:
+    dashboard = (ROOT / "deploy" / "grafana" / "dashboards" / "stream-dedup.json").read_text()
+    titles = set(re.findall(r'"title": "([^"]*)"', dashboard))
+    named = {
+        title
+        for page in PAGES
+        for title in re.findall(r'(?:panel|row) "([^"]+)"', re.sub(r"\s+", " ", page.read_text()))
+    }
+    missing = sorted(named - titles)
+    assert not missing, f"dashboard panels or rows the docs name that the dashboard lacks: {missing}"
 
 
 def test_every_module_is_in_the_code_map() -> None:
