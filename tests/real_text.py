@@ -37,3 +37,17 @@ def stdlib_paragraphs(min_chars: int = 200, max_chars: int = 2000) -> tuple[str,
 def _is_prose(text: str) -> bool:
     letters = sum(c.isalpha() or c == " " for c in text)
     return ">>>" not in text and letters >= 0.85 * len(text)
+
+
+def texts_sharing_a_signature(count: int) -> list[str]:
+    """``count`` short posts that share one signature line, each with its own body from :func:`stdlib_paragraphs`.
+
+    Every other post is the signature, the first 50 characters of its body and the signature again: each
+    of those is held a little under 80% by many posts before it, which is where the estimate's noise,
+    maximised over many candidates, crosses a containment threshold of 0.8.
+    """
+    paragraphs = stdlib_paragraphs()
+    signature = paragraphs[0][:90]
+    bodies = [paragraph[:150] for paragraph in paragraphs[1 : count + 1]]
+    quoted = [f"{signature}\n\n{body[:50]}\n\n{signature}" for body in bodies]
+    return [f"{signature} {body}" if i % 2 else quoted[i] for i, body in enumerate(bodies)]

@@ -139,7 +139,7 @@ class Detector(DuplicateDetector):
         self.index = band_index(config) if index is None else index
         containment = config.containment()
         self.containment = (
-            ContainmentSearch(containment, self.index, config.sketch_bits) if containment is not None else None
+            None if containment is None else ContainmentSearch(containment, self.index, config.sketch_bits, self.hasher)
         )
         self.stats = DetectorStats()
         self.last_batch_candidates = np.zeros(0, dtype=np.int64)
@@ -190,11 +190,13 @@ class Detector(DuplicateDetector):
         verdicts = verdicts_of(batch, probe.best, self.index, probe.first_seq)
         if self.containment is not None:
             # Verdicts before the insert: retention may then evict a matched document and its id.
-            found = self.containment.verify(batch.signed, probe.pairs, probe.best.seqs < 0, probe.first_seq)
+            found = self.containment.verify(batch, probe.pairs, probe.best.seqs < 0, probe.first_seq, document_texts)
             containment_verdicts(verdicts, batch, found, self.index, probe.first_seq)
             self.stats.contained += int(np.count_nonzero((found.seqs >= 0) & found.contained))
             self.stats.contains += int(np.count_nonzero((found.seqs >= 0) & ~found.contained))
             self.stats.containment_candidates += found.candidates
+            self.stats.settled_by_text += found.settled_by_text
+            self.stats.unsettled += found.unsettled
         self._index_and_count(batch, probe.best, probe.counts)
         return verdicts
 

@@ -208,7 +208,7 @@ class ShardDetector:
         owned = self.owners(batch) == self.shard
         probe = self.detector.probe(batch, earlier=owned, document_texts=document_texts)
         # Before the insert: retention may then evict a match and its id.
-        answer = self._answer_of(batch, keys, probe, self._containments(batch, probe))
+        answer = self._answer_of(batch, keys, probe, self._containments(batch, probe, document_texts))
         rows = np.flatnonzero(owned)
         newest = self.detector.index.history.newest.base_seq
         self.generation_keys.setdefault(newest, Arena((), np.int64)).extend(keys[rows])
@@ -228,13 +228,18 @@ class ShardDetector:
         for base in [base for base in self.generation_keys if base not in kept]:
             del self.generation_keys[base]
 
-    def _containments(self, batch: IndexedBatch, probe: Probe | HammingProbe) -> BestContainments | None:
+    def _containments(
+        self, batch: IndexedBatch, probe: Probe | HammingProbe, document_texts: DocumentTexts | None
+    ) -> BestContainments | None:
         """With containment on, the best containment match here of each row without a near-duplicate here."""
         if not isinstance(self.detector, Detector) or self.detector.containment is None:
             return None
         assert isinstance(probe, Probe)
         queries = probe.best.seqs < 0
-        return self.detector.containment.verify(batch.signed, probe.pairs, queries, probe.first_seq)
+        found = self.detector.containment.verify(batch, probe.pairs, queries, probe.first_seq, document_texts)
+        self.detector.stats.settled_by_text += found.settled_by_text
+        self.detector.stats.unsettled += found.unsettled
+        return found
 
     def _answer_of(
         self, batch: IndexedBatch, keys: SequenceKeys, probe: Probe | HammingProbe, found: BestContainments | None

@@ -8,7 +8,7 @@ standard library's docstrings) with planted excerpts and expansions
 """
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -19,10 +19,12 @@ from benchmarks.corpus import Document, containment_stream
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector, Verdict, make_detector
 from stream_dedup.engine.containment import containment_standard_error, estimated_intersection
+from stream_dedup.engine.detection import DetectorStats
 from stream_dedup.errors import ConfigError
 from stream_dedup.sketch.bit_sketch import bit_agreements, estimate_similarity
 from stream_dedup.text import Shingling, normalize, shingle_set
-from tests.real_text import stdlib_paragraphs
+from stream_dedup.text.spool import TextSpool
+from tests.real_text import stdlib_paragraphs, texts_sharing_a_signature
 
 CONTAINMENT = DetectionConfig(containment_threshold=0.8)
 #: The measured spread of the estimate is within this factor of the delta-method standard error,
@@ -119,6 +121,42 @@ def test_containment_verdicts_agree_with_brute_force_on_planted_excerpts_and_exp
         assert ratio <= CONTAINMENT.containment_max_ratio
         bound = 6 * _SMALL_SET_FACTOR * containment_standard_error(exact, ratio, CONTAINMENT.sketch_bits)
         assert abs(verdict.containment - exact) <= bound + 1e-4, (row, verdict, exact)
+
+
+def judge_with_texts(
+    config: DetectionConfig, texts: list[str], batch: int = 100
+) -> tuple[list[Verdict], DetectorStats]:
+    """Verdicts with the texts at hand, as ``dedup`` and the stage have them: sources 1, 2, ... by row."""
+    detector = make_detector(config)
+    verdicts: list[Verdict] = []
+    with TextSpool() as spool:
+        for start in range(0, len(texts), batch):
+            part, sources = texts[start : start + batch], range(start + 1, min(start + batch, len(texts)) + 1)
+            spool.add(sources, [normalize(text) for text in part])
+            verdicts += detector.process([f"t{i}" for i in sources], part, sources=sources, document_texts=spool)
+    by_row = [v._replace(match_source=None if v.match_source is None else v.match_source - 1) for v in verdicts]
+    return by_row, detector.stats
+
+
+def test_containment_near_the_threshold_is_settled_by_the_texts_when_they_are_at_hand() -> None:
+    texts = texts_sharing_a_signature(400)
+    sets = exact_sets(tuple(texts))
+
+    def below_threshold(verdicts: list[Verdict]) -> list[int]:
+        return [
+            row
+            for row, v in enumerate(verdicts)
+            if v.verdict in ("contained", "contains") and exact_containment(v, row, sets) < 0.8
+        ]
+
+    # Without texts (sources only), the highest of many estimates near the threshold passes it.
+    assert below_threshold(judge(CONTAINMENT, tuple(Document(str(i), t) for i, t in enumerate(texts))))
+    verdicts, stats = judge_with_texts(CONTAINMENT, texts)
+    assert not below_threshold(verdicts)
+    assert stats.settled_by_text > 0 and stats.unsettled == 0
+    exact, _ = judge_with_texts(replace(CONTAINMENT, verification="exact"), texts)
+    assert [(v.verdict, v.duplicate_of) for v in verdicts] == [(v.verdict, v.duplicate_of) for v in exact]
+    assert sum(v.verdict in ("contained", "contains") for v in verdicts) > 25
 
 
 def test_contained_is_reported_before_contains_and_names_the_best_match() -> None:

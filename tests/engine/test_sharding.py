@@ -21,7 +21,7 @@ from stream_dedup.text.spool import TextSpool
 from tests.corpus import make_corpus
 from tests.engine.test_short_texts import brute_force_duplicates
 from tests.engine.test_text_verification import tiny_near_copies
-from tests.real_text import stdlib_paragraphs
+from tests.real_text import stdlib_paragraphs, texts_sharing_a_signature
 
 VOCABULARY = ["harbour", "lantern", "meadow", "copper", "thistle", "orbit", "velvet", "quarry", "saffron", "willow"]
 
@@ -240,6 +240,22 @@ def test_three_shards_find_one_detector_s_containments_on_real_excerpts_and_expa
     owners = make_detector(config).slots_of(make_detector(config).sign([d.text for d in documents]), 3)
     found = [v for v in expected if v.verdict in ("contained", "contains")]
     assert {int(owners[int(v.duplicate_of.removeprefix("c"))]) for v in found if v.duplicate_of} == {0, 1, 2}
+
+
+def test_three_shards_settle_containment_near_the_threshold_by_text_as_one_detector_does() -> None:
+    texts = normalize_all(texts_sharing_a_signature(300))
+    stream: Stream = [
+        (10 * b, [(f"t{i}", texts[i], i + 1) for i in range(start, min(start + 60, len(texts)))])
+        for b, start in enumerate(range(0, len(texts), 60))
+    ]
+    config = DetectionConfig(containment_threshold=0.8, index_slots=3)
+    with TextSpool() as spool:
+        spool.add(list(range(1, len(texts) + 1)), texts)
+        expected, merged = single_and_sharded(config, stream, 3, spool)
+        without_texts = single_and_sharded(config, stream, 1)[0]
+    assert merged == expected
+    assert sum(v.verdict in ("contained", "contains") for v in expected) > 20
+    assert expected != without_texts  # the texts settled some pairs
 
 
 @pytest.mark.parametrize("method", ["minhash", "simhash"])
