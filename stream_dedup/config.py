@@ -34,7 +34,7 @@ SIGNATURE_FORMAT = 2
 #: Where words break for word shingles (:mod:`stream_dedup.text.word_breaks`); "spaces" before it existed,
 #: "spaces and scripts without spaces" before the Tai scripts, Tangut, Nushu and the extensions of
 #: Myanmar, Bopomofo and kana were among them.
-WORD_BREAKS = "spaces and scripts without spaces 2"
+WORD_BREAKS = "spaces and scripts without spaces 3"
 
 Verification = Literal["estimate", "exact"]
 Method = Literal["minhash", "simhash", "combined"]

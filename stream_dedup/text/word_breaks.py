@@ -28,6 +28,10 @@ ALONE_RANGES = (
     (0x1780, 0x1800),  # Khmer
     (0x1950, 0x1A00),  # Tai Le, New Tai Lue, Khmer symbols
     (0x1A20, 0x1AB0),  # Tai Tham
+    (0x2E80, 0x2F00),  # CJK radicals supplement (NFKC keeps most; Kangxi radicals fold to ideographs)
+    (0x3005, 0x3008),  # ideographic iteration mark, closing mark, number zero
+    (0x3021, 0x302A),  # Hangzhou numerals
+    (0x3038, 0x303C),  # Hangzhou numerals 10-30 (NFKC: ideographs), vertical iteration mark 〻
     (0x3040, 0x3130),  # Hiragana, Katakana, Bopomofo
     (0x31A0, 0x31C0),  # Bopomofo extended
     (0x31F0, 0x3200),  # Katakana phonetic extensions

@@ -109,6 +109,9 @@ def test_every_block_of_the_scripts_without_spaces_breaks_a_character_a_word() -
         "Tangut": "𗀀𗀁𗀂",
         "Kana supplement": "𛀁𛀂𛀃",
         "Nushu": "𛅰𛅱𛅲",
+        "ideographic iteration and closing marks, number zero": "人々〆〇",
+        "Hangzhou numerals and the vertical iteration mark": "〡〢〩〻",
+        "CJK radicals supplement": "⺀⺁⺂",
     }
     for block, text in samples.items():
         assert split_words(f"x {text} y") == ["x", *text, "y"], block
