@@ -28,7 +28,7 @@ from stream_dedup.kafka.messages import DeadLetter, Source, dead_letter_record
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit, fits
 from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
 from stream_dedup.kafka.sending import Send
-from stream_dedup.worker.batch import UNIQUE_TOO_LARGE
+from stream_dedup.worker.batch import UNIQUE_TOO_LARGE, too_large_detail
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class UniqueForwards:
                 if fits(forward, limits.get(self.unique_topic) or SizeLimit()):
                     sends.append(Send(self.unique_topic, forward))
                     continue
-                detail = f"the forward does not fit topic {self.unique_topic!r} (its max.message.bytes)"
+                detail = too_large_detail("forward", self.unique_topic)
                 letter = DeadLetter(UNIQUE_TOO_LARGE, detail, source, record)
             limit = limits.get(self.dead_letter_topic) or SizeLimit()
             sends.append(Send(self.dead_letter_topic, dead_letter_record(letter, limit)))

@@ -134,7 +134,7 @@ def judge_batch(
             value = OutgoingRecord(verdict.id.encode("utf-8"), verdict_value(verdict, document.source, fingerprint), [])
             if not fits(value, output_limit):
                 letters.append(
-                    DeadLetter(VERDICT_TOO_LARGE, _too_large("verdict", output), document.source, document.record)
+                    DeadLetter(VERDICT_TOO_LARGE, too_large_detail("verdict", output), document.source, document.record)
                 )
                 continue
             outgoing.append(Send(output, value))
@@ -151,7 +151,7 @@ def judge_batch(
                 outgoing.append(Send(unique_topic, forward))
             else:
                 letters.append(
-                    DeadLetter(UNIQUE_TOO_LARGE, _too_large("forward", unique_topic), document.source, record)
+                    DeadLetter(UNIQUE_TOO_LARGE, too_large_detail("forward", unique_topic), document.source, record)
                 )
     truncated = []
     for letter in letters:
@@ -236,5 +236,6 @@ def _fitted_dead_letter(letter: DeadLetter, destinations: Destinations) -> tuple
     return outgoing, dict(added).get(TRUNCATED_HEADER, b"").decode()
 
 
-def _too_large(what: str, topic: str) -> str:
+def too_large_detail(what: str, topic: str) -> str:
+    """Why a ``what`` (verdict, forward) was dead-lettered for its size: one wording, the worker's and the judge's."""
     return f"the {what} does not fit topic {topic!r} (its max.message.bytes or the producer's max_request_size)"

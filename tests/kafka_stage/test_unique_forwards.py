@@ -62,6 +62,10 @@ def test_forwards_are_the_input_records_and_what_cannot_be_forwarded_is_dead_let
     assert (gone["stream-dedup-source-partition"], gone["stream-dedup-source-offset"]) == (b"0", b"0")
     too_large = dict(sends[4].record.headers)
     assert too_large["stream-dedup-reason"] == b"unique_too_large" and sends[4].record.value == values[4]
+    # Worded as by the single-process stage: a sharded stage's dead letters are the same.
+    assert too_large["stream-dedup-error"] == (
+        b"the forward does not fit topic 'uniques' (its max.message.bytes or the producer's max_request_size)"
+    )
 
 
 def test_a_record_that_could_not_be_read_now_fails_the_step_instead_of_being_dead_lettered(
