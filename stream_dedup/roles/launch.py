@@ -23,8 +23,6 @@ def role_runner(settings: WorkerSettings, events: WorkerEvents | None = None) ->
         texts = s.record_texts(str(snapshot_directory(s)))
         return RoleRunner(s, lambda: Shard(s, store, events, texts), events, max_poll_records=records_per_step(s))
     if s.role == "judge":
-        forwards = (
-            UniqueForwards(s.connection(), s.unique_topic, s.dead_letter_topic) if s.unique_topic is not None else None
-        )
+        forwards = UniqueForwards.of(s)
         return RoleRunner(s, lambda: Judge(s, forwards), events)
     raise ValueError(f"role {s.role!r} runs in worker.loop.Worker, not as a role")

@@ -15,6 +15,9 @@ them in the step's transaction, beside the verdicts: exactly once, like them.
   it could not be read again. The verdict stands.
 - A read that failed (a Kafka error, a timeout) raises :class:`KafkaError`:
   the step is not committed without its forwards, and the session starts again.
+- Input batches are decompressed as far as the signers decompressed them
+  (``input_bound``), not as far as the stage's own topics are: a document
+  of a batch a signer read is read again, whatever ``max_document_bytes``.
 """
 
 import logging
@@ -25,10 +28,12 @@ from kafka.errors import KafkaError
 
 from stream_dedup.kafka.clients import KafkaConnection
 from stream_dedup.kafka.messages import DeadLetter, Source, dead_letter_record
+from stream_dedup.kafka.oversized_batches import BatchBound
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit, fits
 from stream_dedup.kafka.record_lookup import RecordGone, RecordLookup
 from stream_dedup.kafka.sending import Send
 from stream_dedup.worker.batch import UNIQUE_TOO_LARGE, too_large_detail
+from stream_dedup.worker.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +50,22 @@ class UniqueForwards:
     (the judge's clean stop); a session that fails leaves it open for the next.
     """
 
-    def __init__(self, connection: KafkaConnection, unique_topic: str, dead_letter_topic: str) -> None:
+    def __init__(
+        self, connection: KafkaConnection, unique_topic: str, dead_letter_topic: str, input_bound: BatchBound
+    ) -> None:
         self.connection = connection
         self.unique_topic = unique_topic
         self.dead_letter_topic = dead_letter_topic
+        self.input_bound = input_bound
         self._lookup: RecordLookup | None = None
+
+    @classmethod
+    def of(cls, settings: WorkerSettings) -> "UniqueForwards | None":
+        """The judge's forwards under ``settings``; ``None`` without ``unique_topic``."""
+        s = settings
+        if s.unique_topic is None:
+            return None
+        return cls(s.connection(), s.unique_topic, s.dead_letter_topic, s.input_bound())
 
     def close(self) -> None:
         if self._lookup is not None:
@@ -102,5 +118,7 @@ class UniqueForwards:
 
     def _lookup_of(self) -> RecordLookup:
         if self._lookup is None:
-            self._lookup = RecordLookup(self.connection, cache_bytes=0, fetch_bytes=_SPAN_FETCH_BYTES)
+            self._lookup = RecordLookup(
+                self.connection, cache_bytes=0, fetch_bytes=_SPAN_FETCH_BYTES, bound=self.input_bound
+            )
         return self._lookup

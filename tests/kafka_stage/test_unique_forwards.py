@@ -12,6 +12,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaError
 
 from stream_dedup.kafka.messages import Source
+from stream_dedup.kafka.oversized_batches import BATCH_BYTES_CAP, BatchBound
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.roles.unique_forwards import UniqueForwards
 
@@ -35,7 +36,7 @@ def test_forwards_are_the_input_records_and_what_cannot_be_forwarded_is_dead_let
     admin = KafkaAdminClient(bootstrap_servers=stage.bootstrap)
     admin.delete_records({TopicPartition(topic, 0): 1})
     admin.close()
-    forwards = UniqueForwards(stage.settings().connection(), "uniques", "letters")
+    forwards = UniqueForwards(stage.settings().connection(), "uniques", "letters", BatchBound())
     uniques = [(f"d{i}", Source(topic, i % 2, i // 2, 0)) for i in (0, 1, 2, 3, 4, 5)]
 
     try:
@@ -72,9 +73,46 @@ def test_a_record_that_could_not_be_read_now_fails_the_step_instead_of_being_dea
     stage: Stage, topic_factory: Callable[..., str]
 ) -> None:
     topic = topic_factory(partitions=1)
-    forwards = UniqueForwards(stage.settings().connection(), "uniques", "letters")
+    forwards = UniqueForwards(stage.settings().connection(), "uniques", "letters", BatchBound())
     try:
         with pytest.raises(KafkaError, match=r"'d9' not read again to forward: .* has no offset 9 yet"):
             forwards.sends([("d9", Source(topic, 0, 9, 0))], {})
     finally:
         forwards.close()
+
+
+def test_a_document_of_a_batch_its_signer_read_is_read_again_however_far_that_batch_decompresses(
+    stage: Stage, topic_factory: Callable[..., str]
+) -> None:
+    """With ``max_document_bytes`` past 16 MiB a signer reads compressed batches past the 64 MiB the stage's own
+    topics are read to: the judge reads them again as far, rather than forward stand-ins without key or value
+    (which kafka-python refuses to send: the judge failed that step at every restart)."""
+    topic = topic_factory(partitions=1)
+    # 7 documents of 10 MiB in one zstd batch: 70 MiB decompressed, a few KB on the wire.
+    values = [b'{"id": "big-%d", "text": "' % i + b"w%d " % i * ((10 << 20) // 3) + b'"}' for i in range(7)]
+    assert sum(map(len, values)) > BATCH_BYTES_CAP
+    size = sum(map(len, values)) + (1 << 20)
+    producer = KafkaProducer(
+        bootstrap_servers=stage.bootstrap,
+        compression_type="zstd",
+        max_request_size=size,
+        batch_size=size,
+        linger_ms=1000,
+    )
+    for i, value in enumerate(values):
+        producer.send(topic, key=f"big-{i}".encode(), value=value, partition=0)
+    producer.flush(60)
+    producer.close()
+    settings = stage.settings(role="judge", input_topic=topic, unique_topic="uniques", max_document_bytes=100 << 20)
+    forwards = UniqueForwards.of(settings)
+    assert forwards is not None
+
+    try:
+        sends, reasons = forwards.sends([(f"big-{i}", Source(topic, 0, i, 0)) for i in range(7)], {})
+    finally:
+        forwards.close()
+
+    assert reasons == []
+    assert [(s.topic, s.record.key, s.record.value) for s in sends] == [
+        ("uniques", f"big-{i}".encode(), value) for i, value in enumerate(values)
+    ]
