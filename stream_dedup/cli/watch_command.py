@@ -113,7 +113,9 @@ def watch(args: argparse.Namespace) -> int:
     with contextlib.ExitStack() as stack:
         texts = None
         if args.texts or args.summary:
-            lookup = stack.enter_context(RecordLookup(settings.connection("stream-dedup-watch-texts")))
+            # Batches decompressed as far as the stage's input consumer decompresses them.
+            lookup = RecordLookup(settings.connection("stream-dedup-watch-texts"), bound=settings.input_bound())
+            stack.enter_context(lookup)
             texts = VerdictTexts(lookup, settings.input_reading())
         printer = _Printer(args, as_text, Style(wants_colour(args.color, sys.stdout, os.environ)), texts)
         _read(args, topics, connection.options(), summary, printer)
