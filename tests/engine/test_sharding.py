@@ -206,13 +206,18 @@ def test_three_shards_agree_with_one_detector_on_a_corpus_of_near_copies() -> No
     assert matched_on == {0, 1, 2}
 
 
+def batches_of(texts: list[str], size: int, prefix: str) -> Stream:
+    """``texts`` in batches of ``size``, 10 s apart; a text's id is ``prefix`` and its position, its source that + 1."""
+    return [
+        (10 * b, [(f"{prefix}{i}", texts[i], i + 1) for i in range(start, min(start + size, len(texts)))])
+        for b, start in enumerate(range(0, len(texts), size))
+    ]
+
+
 def test_three_shards_settle_near_copies_hiding_in_the_sketch_as_one_detector_does() -> None:
     # Texts of three shingles and the same with a letter added (Jaccard 0.75): a few hide in the sketch.
     texts = normalize_all(tiny_near_copies(1500, seed=3))
-    stream: Stream = [
-        (10 * b, [(f"doc-{i}", texts[i], i + 1) for i in range(start, min(start + 500, len(texts)))])
-        for b, start in enumerate(range(0, len(texts), 500))
-    ]
+    stream = batches_of(texts, 500, "doc-")
     config = DetectionConfig(threshold=0.8, index_slots=3)
     with TextSpool() as spool:
         spool.add(list(range(1, len(texts) + 1)), texts)
@@ -244,10 +249,7 @@ def test_three_shards_find_one_detector_s_containments_on_real_excerpts_and_expa
 
 def test_three_shards_settle_containment_near_the_threshold_by_text_as_one_detector_does() -> None:
     texts = normalize_all(texts_sharing_a_signature(300))
-    stream: Stream = [
-        (10 * b, [(f"t{i}", texts[i], i + 1) for i in range(start, min(start + 60, len(texts)))])
-        for b, start in enumerate(range(0, len(texts), 60))
-    ]
+    stream = batches_of(texts, 60, "t")
     config = DetectionConfig(containment_threshold=0.8, index_slots=3)
     with TextSpool() as spool:
         spool.add(list(range(1, len(texts) + 1)), texts)

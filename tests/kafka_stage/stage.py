@@ -276,6 +276,30 @@ def produce(bootstrap: str, topic: str, messages: Sequence[Message], transaction
         producer.close()
 
 
+def produce_one_batch(
+    bootstrap: str,
+    topic: str,
+    records: Sequence[tuple[bytes | None, bytes]],
+    partition: int,
+    timestamp: int | None = None,
+) -> list[int]:
+    """``records`` (key, value) in one zstd batch, however large decompressed (a few KB on the wire if
+    repetitive): what a producer with a large ``batch.size`` writes. Their offsets."""
+    size = sum(len(value) + 1024 for _, value in records)
+    producer = KafkaProducer(
+        bootstrap_servers=bootstrap, compression_type="zstd", max_request_size=size, batch_size=size, linger_ms=1000
+    )
+    try:
+        sent = [
+            producer.send(topic, key=key, value=value, partition=partition, timestamp_ms=timestamp)
+            for key, value in records
+        ]
+        producer.flush(60)
+        return [future.get(10).offset for future in sent]
+    finally:
+        producer.close()
+
+
 def document_messages(
     corpus: Sequence[tuple[str, int]], partitions: int, first_timestamp_ms: int | None = None
 ) -> list[tuple[bytes, bytes, int, int]]:

@@ -26,6 +26,7 @@ from .stage import (
     document_messages,
     expected_verdicts,
     failure_of,
+    produce_one_batch,
     read_committed,
     role_threads,
     worker_thread,
@@ -82,24 +83,8 @@ def test_a_batch_of_a_codec_this_installation_cannot_read_stops_the_stage_naming
 
 def produce_bomb(stage: Stage, partition: int, records: int, value_bytes: int, timestamp: int) -> list[int]:
     """One zstd batch of ``records`` records of ``value_bytes`` zeros (a few KB on the wire); their offsets."""
-    size = records * (value_bytes + 1024)
-    producer = KafkaProducer(
-        bootstrap_servers=stage.bootstrap,
-        compression_type="zstd",
-        max_request_size=size,
-        batch_size=size,
-        linger_ms=1000,
-    )
-    try:
-        zeros = bytes(value_bytes)
-        sent = [
-            producer.send(stage.input_topic, value=zeros, partition=partition, timestamp_ms=timestamp)
-            for _ in range(records)
-        ]
-        producer.flush(60)
-        return [future.get(10).offset for future in sent]
-    finally:
-        producer.close()
+    zeros = bytes(value_bytes)
+    return produce_one_batch(stage.bootstrap, stage.input_topic, [(None, zeros)] * records, partition, timestamp)
 
 
 @pytest.mark.parametrize("role", ["all", "signer"])

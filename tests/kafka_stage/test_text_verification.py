@@ -31,7 +31,7 @@ from stream_dedup.worker.events import BatchReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
 from tests.real_text import stdlib_paragraphs
 
-from .stage import Stage, document_messages, produce, read_committed, worker_thread
+from .stage import Stage, document_messages, produce, produce_one_batch, read_committed, worker_thread
 
 pytestmark = pytest.mark.kafka
 
@@ -163,12 +163,7 @@ def test_a_document_above_16_mib_judged_under_a_larger_max_document_bytes_is_rea
 ) -> None:
     """Read again as the stage's input consumer read it: within its batch bound, not the default's 16 MiB."""
     text = "lorem ipsum dolor sit amet " * ((20 << 20) // 27)  # 20 MiB, a few KB compressed
-    producer = KafkaProducer(
-        bootstrap_servers=stage.bootstrap, compression_type="zstd", max_request_size=32 << 20, batch_size=32 << 20
-    )
-    producer.send(stage.input_topic, value=json.dumps({"id": "big", "text": text}).encode(), partition=0)
-    producer.flush(60)
-    producer.close()
+    produce_one_batch(stage.bootstrap, stage.input_topic, [(None, json.dumps({"id": "big", "text": text}).encode())], 0)
     texts = stage.settings(max_document_bytes=32 << 20).record_texts(str(tmp_path))
     assert texts is not None
     try:

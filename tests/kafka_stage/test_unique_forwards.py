@@ -16,7 +16,7 @@ from stream_dedup.kafka.oversized_batches import BATCH_BYTES_CAP, BatchBound
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.roles.unique_forwards import UniqueForwards
 
-from .stage import Stage
+from .stage import Stage, produce_one_batch
 
 pytestmark = pytest.mark.kafka
 
@@ -91,18 +91,7 @@ def test_a_document_of_a_batch_its_signer_read_is_read_again_however_far_that_ba
     # 7 documents of 10 MiB in one zstd batch: 70 MiB decompressed, a few KB on the wire.
     values = [b'{"id": "big-%d", "text": "' % i + b"w%d " % i * ((10 << 20) // 3) + b'"}' for i in range(7)]
     assert sum(map(len, values)) > BATCH_BYTES_CAP
-    size = sum(map(len, values)) + (1 << 20)
-    producer = KafkaProducer(
-        bootstrap_servers=stage.bootstrap,
-        compression_type="zstd",
-        max_request_size=size,
-        batch_size=size,
-        linger_ms=1000,
-    )
-    for i, value in enumerate(values):
-        producer.send(topic, key=f"big-{i}".encode(), value=value, partition=0)
-    producer.flush(60)
-    producer.close()
+    produce_one_batch(stage.bootstrap, topic, [(f"big-{i}".encode(), v) for i, v in enumerate(values)], 0)
     settings = stage.settings(role="judge", input_topic=topic, unique_topic="uniques", max_document_bytes=100 << 20)
     forwards = UniqueForwards.of(settings)
     assert forwards is not None
