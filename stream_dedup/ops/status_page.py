@@ -1,6 +1,7 @@
 """The status page served at ``/``: what a person deciding about the worker wants to see, without Grafana.
 
-Role, documents judged and the share of duplicates, throughput and duplicate
+Role, documents judged and the share of duplicates (a signer's page counts the
+documents it signed, a shard's those it answered for), throughput and duplicate
 share over the last minutes (inline SVG, no script, refreshed by the browser
 every few seconds), consumer lag, index size, snapshot age, and the last
 duplicates found beside their originals. Every number comes from the same
@@ -21,7 +22,16 @@ from html import escape
 from stream_dedup.charts import Axis, Figure, Series, html_figures, html_page, html_table, line_chart
 from stream_dedup.kafka.messages import match_coordinates
 from stream_dedup.ops.metrics import WorkerMetrics
-from stream_dedup.ops.status import FoundDuplicate, MetricsHistory, RecentDuplicates, Sample, rates, recent_rate
+from stream_dedup.ops.status import (
+    PARTS_WITHOUT_VERDICTS,
+    FoundDuplicate,
+    MetricsHistory,
+    RecentDuplicates,
+    Sample,
+    rates,
+    recent_rate,
+    stage_part,
+)
 
 #: The browser reloads the page this often (seconds).
 REFRESH_SECONDS = 5
@@ -62,10 +72,11 @@ def render_status_page(
     readings = _Readings(metrics)
     samples = history.samples()
     wall = time.time() if now is None else now
+    part = stage_part(metrics)
     body = [
-        _heading(readings, role, reason),
-        html_figures(_figures(readings, samples, wall)),
-        _charts(samples, history.clock()),
+        _heading(readings, role, reason, part),
+        html_figures(_figures(readings, samples, wall, part[0])),
+        _charts(samples, history.clock(), part[0]),
         _lag_table(readings),
         "<h2>Last duplicates found</h2>",
         _duplicates_table(duplicates.newest_first()),
@@ -76,7 +87,7 @@ def render_status_page(
     return html_page(f"stream-dedup: {role}", "".join(body), REFRESH_SECONDS)
 
 
-def _heading(readings: _Readings, role: str, reason: str) -> str:
+def _heading(readings: _Readings, role: str, reason: str, part: tuple[str, str]) -> str:
     build = next((labels for labels, _ in readings.series("stream_dedup_build_info")), {})
     parameters = (
         f"version {build.get('version', '?')}, threshold {build.get('threshold', '?')}, "
@@ -92,24 +103,46 @@ def _heading(readings: _Readings, role: str, reason: str) -> str:
         else ""
     )
     return (
-        f'<h1>stream-dedup worker <span id="role" class="role role-{shown}">{shown}</span></h1>'
+        f'<h1>stream-dedup {_part_name(part)} <span id="role" class="role role-{shown}">{shown}</span></h1>'
         f'<div class="subtitle">{escape(reason)}. {escape(parameters)}</div>{warning}'
     )
 
 
-def _figures(readings: _Readings, samples: Sequence[Sample], now: float) -> list[Figure]:
-    # Every verdict kind is a document judged (contained, contains with containment on), as on the dashboard.
-    duplicates = readings.value("stream_dedup_documents_total", verdict="duplicate")
-    documents = readings.total("stream_dedup_documents_total")
-    share = duplicates / documents if documents else None
+def _part_name(part: tuple[str, str]) -> str:
+    """What the heading calls the process: ``worker`` (the single-process stage), ``signer``, ``shard K``, ``judge``."""
+    role, shard = part
+    return {"all": "worker", "shard": f"shard {escape(shard)}"}.get(role, escape(role))
+
+
+def _documents_label(stage_role: str) -> str:
+    """What the documents a part of the stage counts are: a signer signs them, a shard answers for them."""
+    return {"signer": "documents signed", "shard": "documents answered for"}.get(stage_role, "documents judged")
+
+
+def _figures(readings: _Readings, samples: Sequence[Sample], now: float, stage_role: str) -> list[Figure]:
+    if stage_role in PARTS_WITHOUT_VERDICTS:
+        # A signer or a shard gives no verdict: its documents are those it handled, and duplicates are the judge's.
+        documents = readings.value("stream_dedup_role_documents_total", stage_role=stage_role)
+        verdicts = [
+            Figure("duplicates", "duplicates", "- (the judge's)"),
+            Figure("duplicate-share", "duplicate share", "- (the judge's)"),
+        ]
+    else:
+        # Every verdict kind is a document judged (contained, contains with containment on), as on the dashboard.
+        duplicates = readings.value("stream_dedup_documents_total", verdict="duplicate")
+        documents = readings.total("stream_dedup_documents_total")
+        share = duplicates / documents if documents else None
+        verdicts = [
+            _count("duplicates", "duplicates", duplicates),
+            Figure("duplicate-share", "duplicate share", "-" if share is None else f"{share:.1%}", share),
+        ]
     last_minute = recent_rate(samples)
     lag = readings.series("stream_dedup_consumer_lag_records")
     snapshot = readings.value("stream_dedup_snapshot_last_success_timestamp_seconds")
     index_bytes = readings.value("stream_dedup_index_bytes")
     return [
-        _count("documents", "documents judged", documents),
-        _count("duplicates", "duplicates", duplicates),
-        Figure("duplicate-share", "duplicate share", "-" if share is None else f"{share:.1%}", share),
+        _count("documents", _documents_label(stage_role), documents),
+        *verdicts,
         Figure(
             "throughput",
             "throughput, last minute",
@@ -147,23 +180,26 @@ def _age(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _charts(samples: Sequence[Sample], now: float) -> str:
+def _charts(samples: Sequence[Sample], now: float, stage_role: str) -> str:
     """Throughput and duplicate share per sample interval, against minutes before ``now`` (monotonic)."""
     intervals = rates(samples)
+    judges = stage_role not in PARTS_WITHOUT_VERDICTS
     # The axis spans the history kept, at least a minute, so a young worker's line is not a sliver.
     oldest = samples[0].at if samples else now
     span = max(1.0, (now - oldest) / 60.0)
     minutes = Axis("minutes ago", -span, 0.0, ".0f" if span >= 5 else ".1f")
     throughput = [((r.at - now) / 60.0, r.documents_per_second) for r in intervals]
-    shares = [((r.at - now) / 60.0, r.duplicate_share) for r in intervals if r.duplicate_share is not None]
+    shares = [((r.at - now) / 60.0, r.duplicate_share) for r in intervals if r.duplicate_share is not None and judges]
     top = max((y for _, y in throughput), default=0.0)
     waiting = "no samples yet" if len(samples) < 2 else "no documents in this window"
+    if not judges:
+        waiting = "no verdicts here: the judge gives them"
     return (
         '<h2>Last minutes</h2><div class="charts">'
         + "".join(
             [
                 line_chart(
-                    [Series("documents judged per second", throughput)],
+                    [Series(f"{_documents_label(stage_role)} per second", throughput)],
                     minutes,
                     Axis("documents/s", 0.0, max(top * 1.1, 1.0), ",g"),
                     title="Throughput",

@@ -17,8 +17,9 @@ from stream_dedup.engine.verdict import Verdict
 from stream_dedup.kafka.messages import Source, source_pointer
 from stream_dedup.ops.http import Health, OpsServer
 from stream_dedup.ops.metrics import WorkerMetrics
+from stream_dedup.ops.runtime import MetricsEvents
 from stream_dedup.ops.status import MetricsHistory, RecentDuplicates
-from stream_dedup.worker.events import PublishedDuplicate
+from stream_dedup.worker.events import PublishedDuplicate, StepReport
 from tests.browser import PageElements, headless_chromium
 from tests.ops.test_http import FakeClock, get
 
@@ -158,6 +159,39 @@ def test_the_last_duplicates_are_listed_newest_first_with_ids_escaped(stage: Sta
         [each, "ad-1", "0.875", f"documents:0:{offset}", "documents:1:41"]
         for each, offset in reversed(list(zip(HOSTILE_IDS, (7, 8, 9), strict=True)))
     ]
+
+
+@pytest.mark.parametrize(
+    ("stage_role", "shard", "heading", "documents_label"),
+    [
+        ("signer", "", "stream-dedup signer", "documents signed"),
+        ("shard", "1", "stream-dedup shard 1", "documents answered for"),
+    ],
+)
+def test_a_signer_or_a_shard_shows_the_documents_it_handled_not_the_judges_verdicts(
+    stage: Stage, stage_role: str, shard: str, heading: str, documents_label: str
+) -> None:
+    # A signer or shard committing 200 documents every 5 s, as the roles report their steps.
+    stage.metrics.stage_role.labels(stage_role, shard).set(1)
+    events = MetricsEvents(stage.metrics, stage.health)
+    events.history = stage.history
+    events.role_changed("active", f"{stage_role}: 1 partitions")
+    for _ in range(12):
+        stage.history.sample_if_due()
+        events.step_committed(StepReport(stage_role, 200), seconds=0.1)
+        stage.clock.now += 5.0
+    stage.history.sample_if_due()
+
+    shown, values = page(stage), metrics_values(stage.server)
+
+    # Measured before: "0 documents judged, throughput 0.0 documents/s" on a role signing 40 a second.
+    assert shown.value("documents") == scraped(values, "stream_dedup_role_documents_total", stage_role=stage_role)
+    assert shown.value("documents") == 2_400
+    assert shown.value("throughput") == pytest.approx(40.0)
+    assert shown.text_by_id["duplicates"] == shown.text_by_id["duplicate-share"] == "- (the judge's)"
+    text = " ".join(shown.text)
+    assert heading in text and f"{documents_label} per second" in text and "documents judged per second" not in text
+    assert "no verdicts here: the judge gives them" in text
 
 
 @pytest.mark.parametrize("role", ["restoring", "standby"])
