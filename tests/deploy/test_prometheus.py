@@ -68,6 +68,22 @@ def test_alerts_fire_when_and_only_when_their_unit_tests_say(tmp_path: Path) -> 
     assert_ok(run(promtool, "test", "rules", ALERTS_TEST.name, cwd=tmp_path))
 
 
+def test_the_runbook_of_a_hanging_transaction_names_the_alert_its_unit_test_raises() -> None:
+    """docs/operating.md said a hanging transaction raises StreamDedupNoProgress; measured, the replica waits
+    as ``restoring`` with no lag series, which raises StreamDedupNoActive and leaves NoProgress silent."""
+    tests = yaml.safe_load(ALERTS_TEST.read_text(encoding="utf-8"))["tests"]
+    (hanging,) = [test for test in tests if test["name"].startswith("a hanging transaction")]
+    raised = {check["alertname"] for check in hanging["alert_rule_test"] if check["exp_alerts"]}
+    silent = {check["alertname"] for check in hanging["alert_rule_test"] if not check["exp_alerts"]}
+    operating = (promql.REPO_ROOT / "docs" / "operating.md").read_text(encoding="utf-8")
+    section = " ".join(operating.split("### A hanging transaction")[1].split("\n### ")[0].split())
+    said_to_fire = set(re.findall(r"`(StreamDedup\w+)` fires", section))
+    assert raised and said_to_fire == raised, f"the section says {said_to_fire} fire, the unit test {raised}"
+    runbooks = {rule["alert"]: rule["annotations"]["runbook"] for rule in promql.load_alert_rules()}
+    assert all("hanging transaction" in runbooks[alert] for alert in raised)
+    assert not said_to_fire & silent
+
+
 def test_alert_unit_tests_catch_a_changed_threshold(tmp_path: Path) -> None:
     promtool = tool("promtool")
     rules = alert_rules_without_annotations(tmp_path)
