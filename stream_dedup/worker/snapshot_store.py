@@ -278,9 +278,13 @@ class SnapshotStore:
                 )
                 path.unlink(missing_ok=True)
                 continue
-            reason = usable(coverage)
-            if reason is None and coverage.changelog_topic != changelog_topic:
+            # Another changelog's first: its offsets say nothing of ours, and "past the changelog's end" of
+            # another group's snapshot read as our changelog having lost batches.
+            reason: str | None
+            if coverage.changelog_topic != changelog_topic:
                 reason = f"it covers changelog {coverage.changelog_topic!r}, not {changelog_topic!r}{_SHARED}"
+            else:
+                reason = usable(coverage)
             if reason is not None:
                 log.warning("snapshot %s skipped: %s", path, reason)
                 continue

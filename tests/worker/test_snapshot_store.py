@@ -142,6 +142,23 @@ def test_a_snapshot_of_another_changelog_is_skipped(tmp_path: Path, detector: De
     assert store.load_newest(whole_index(DetectionConfig()), TOPIC, always) is None
 
 
+def test_another_groups_snapshot_past_this_changelogs_end_is_said_to_be_another_groups(
+    tmp_path: Path, detector: Detector, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A new group's first start in a directory it shares with an older group: the older group's snapshot
+    covers offsets past this new changelog's end. Saying "past the changelog's end" read as this changelog
+    having lost batches; what is true is that the snapshot is another group's."""
+    store = SnapshotStore(tmp_path, kept=3)
+    write(store, detector, offset=241, topic="other.changelog")
+
+    with caplog.at_level(logging.WARNING):
+        loaded = store.load_newest(whole_index(DetectionConfig()), TOPIC, lambda _: "past the changelog's end 0")
+
+    assert loaded is None
+    assert "it covers changelog 'other.changelog', not 'stage.changelog'" in caplog.text
+    assert "past the changelog's end" not in caplog.text
+
+
 def test_another_groups_snapshot_of_other_signature_parameters_is_skipped_not_refused(
     tmp_path: Path, detector: Detector, caplog: pytest.LogCaptureFixture
 ) -> None:
