@@ -51,7 +51,8 @@ class InputIdentity:
         elif found != self._seen:
             raise RecreatedInputError(
                 f"input_topic {self.topic!r} was deleted and created again under its name, or is another "
-                f"cluster's copy of it (Kafka topic id {self._seen} when the stage judged it, now {found}): the "
+                f"cluster's copy of it, or input_topic was changed under this group_id (Kafka topic id "
+                f"{self._seen} when the stage judged it, now {found}): the "
                 "offsets the stage judged up to are the other topic's, and reading on from them would skip the "
                 "new topic's first records without a verdict. To judge the new topic, run the stage with a new "
                 "group_id (new topics and index; the input is judged from its beginning); a restart with this "

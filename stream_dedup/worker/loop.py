@@ -81,9 +81,10 @@ committed offsets                          at every restart too (judging on    c
                                            would miss every earlier document)  but group 'G' has committed offsets"
 the input topic deleted and created again  ``InputIdentity`` (kafka.          "stream-dedup: input_topic 'T' was
 under its name (while the process runs,    input_identity), against the id     deleted and created again under its
-or before it started), or another          the changelog and snapshots note,   name, or is another cluster's copy
-cluster's copy of it                       at every join and takeover: exit 1  of it (Kafka topic id A when the
-                                                                               stage judged it, now B)"
+or before it started), another cluster's   the changelog and snapshots note,   name, or is another cluster's copy
+copy of it, or another topic named in      at every join and takeover: exit 1  of it, or input_topic was changed
+``input_topic`` under the same group                                           under this group_id (Kafka topic id
+                                                                               A when the stage judged it, now B)"
                                            (reading the new topic from the
                                            old offsets would skip its first
                                            records)

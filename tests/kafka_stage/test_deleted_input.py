@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -220,3 +222,18 @@ def test_a_stage_started_after_its_input_was_created_again_stops_rather_than_ski
     assert isinstance(failure, RecreatedInputError)
     assert f"input_topic {stage.input_topic!r} was deleted and created again" in str(failure)
     assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=2, timeout=10)) == 60
+
+
+def test_a_group_moved_to_another_input_topic_stops_saying_that_input_topic_may_have_changed(
+    stage: Stage, topic_factory: Callable[..., str]
+) -> None:
+    """``input_topic`` changed under the same ``group_id``, the final snapshot covering every batch: the ids
+    differ as for a topic created again, and the message must name the change an operator most likely made
+    (it said only "deleted and created again", which they had not done)."""
+    corpus = clear_corpus(90, 0)
+    now = first_sixty_judged(stage, corpus)
+    moved = replace(stage, input_topic=topic_factory(partitions=3))
+    produce(stage.bootstrap, moved.input_topic, messages(corpus, range(60, 90), now))
+    failure = failure_of(moved.settings(batch_size=20))
+    assert isinstance(failure, RecreatedInputError)
+    assert "input_topic was changed under this group_id" in str(failure)
