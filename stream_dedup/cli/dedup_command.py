@@ -20,7 +20,6 @@ from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject,
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import DuplicateDetector, Verdict, make_detector
 from stream_dedup.errors import ConfigError, InputError
-from stream_dedup.lsh.retention import GENERATIONS_PER_RETENTION
 from stream_dedup.text.spool import TextSpool
 
 #: Documents per detector batch: large enough to amortise numpy calls.
@@ -217,9 +216,8 @@ def _batch_documents(config: DetectionConfig) -> int:
     original. A batch of a quarter of ``max_documents`` (what a generation
     holds) keeps every match within about ``max_documents``, as the stage does.
     """
-    if config.max_documents is None:
-        return BATCH_SIZE
-    return max(1, min(BATCH_SIZE, -(-config.max_documents // GENERATIONS_PER_RETENTION)))
+    generation = config.retention().generation_documents
+    return BATCH_SIZE if generation is None else min(BATCH_SIZE, generation)
 
 
 def _batches(

@@ -66,6 +66,18 @@ class Retention:
             why = "ten years; unset: no limit by age"
             check_number("max_age_seconds", self.max_age_seconds, 1, MAX_AGE_SECONDS, why)
 
+    @property
+    def generation_documents(self) -> int | None:
+        """Documents a generation holds under retention by count (it is then sealed); ``None``: no limit by count.
+
+        It is also the most documents a caller should judge in one batch: a
+        batch's rows are judged against each other and its generation takes
+        it whole, so a larger batch would keep (and match) documents further
+        back than a quarter past ``max_documents``.
+        """
+        limit = self.max_documents
+        return None if limit is None else -(-limit // GENERATIONS_PER_RETENTION)
+
 
 IntArray = npt.NDArray[np.intp]
 
@@ -119,8 +131,7 @@ class GenerationList(Generic[G]):
     @property
     def capacity(self) -> int | None:
         """Documents per generation under retention by count (a generation is then sealed)."""
-        limit = self.retention.max_documents
-        return None if limit is None else -(-limit // GENERATIONS_PER_RETENTION)
+        return self.retention.generation_documents
 
     def stream_times(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         """A batch's event times as retention counts them; moves :attr:`newest_event_time` on.

@@ -403,6 +403,20 @@ class WorkerSettings(ConnectionSettings):
         return self.text_cache_mb << 20
 
     @property
+    def batch_records(self) -> int:
+        """Records judged in one batch (and, by a signer, signed in one sequenced batch): ``batch_size``, but at
+        most a generation of ``max_documents`` (a quarter of it).
+
+        A batch's rows are judged against each other and its generation takes
+        it whole, so with 1,000 records a batch and ``max_documents = 40`` the
+        stage matched copies 200 documents after their originals, and held
+        1,000 documents, where retention promises at most a quarter more than
+        ``max_documents``. A smaller batch costs a transaction per generation.
+        """
+        generation = self.detection.retention().generation_documents
+        return self.batch_size if generation is None else min(self.batch_size, generation)
+
+    @property
     def partition_buffer_limit(self) -> int:
         """Records an input partition may hold fetched and not yet judged (event-time order).
 
