@@ -67,6 +67,18 @@ class Retention:
             check_number("max_age_seconds", self.max_age_seconds, 1, MAX_AGE_SECONDS, why)
 
     @property
+    def generation_seconds(self) -> float | None:
+        """Event time a generation spans before it is sealed (a quarter of ``max_age_seconds``); ``None``: no limit.
+
+        It is also the most event time a caller should judge in one batch: a
+        batch's rows are judged against each other whatever their times, so
+        a batch spanning more would match documents further apart than
+        ``max_age_seconds``, and its generation would outlive them by as much.
+        """
+        max_age = self.max_age_seconds
+        return None if max_age is None else max_age / GENERATIONS_PER_RETENTION
+
+    @property
     def generation_documents(self) -> int | None:
         """Documents a generation holds under retention by count (it is then sealed); ``None``: no limit by count.
 
@@ -146,13 +158,13 @@ class GenerationList(Generic[G]):
         median: the Kafka stage bounds each record's time by the clock of the
         machine that reads it, :meth:`~stream_dedup.worker.signing.SignedRecords.split`.)
         """
-        max_age = self.retention.max_age_seconds
-        if max_age is None or times.size == 0:
+        span = self.retention.generation_seconds
+        if span is None or times.size == 0:
             counted = times
         else:
             middle = (times.size - 1) // 2
             median = float(np.partition(times, middle)[middle])
-            counted = np.minimum(times, max(self.newest_event_time, median) + max_age / GENERATIONS_PER_RETENTION)
+            counted = np.minimum(times, max(self.newest_event_time, median) + span)
         if counted.size:
             self.newest_event_time = max(self.newest_event_time, float(counted.max()))
         return counted
@@ -165,11 +177,9 @@ class GenerationList(Generic[G]):
         newest = self.newest
         limit = self.retention.max_documents
         max_age = self.retention.max_age_seconds
+        span = self.retention.generation_seconds
         full = (self.capacity is not None and len(newest) >= self.capacity) or newest.ids_full
-        aged = (
-            max_age is not None
-            and newest.last_event_time - newest.first_event_time >= max_age / GENERATIONS_PER_RETENTION
-        )
+        aged = span is not None and newest.last_event_time - newest.first_event_time >= span
         sealed = self.seal() if full or aged else None
         while len(self.items) > 1:
             oldest = self.items[0]

@@ -65,7 +65,14 @@ class Signer(RoleWork):
             # No record can fail a signer's step (read_and_sign): nothing is ever suspect.
             failures = BatchFailures()
             self.intake = BatchIntake(
-                consumer, self.end_offsets, s.input_topic, s.batch_records, merge, failures, self.events
+                consumer,
+                self.end_offsets,
+                s.input_topic,
+                s.batch_records,
+                merge,
+                failures,
+                self.events,
+                s.batch_span_ms,
             )
         resume = {
             partition: committed_or_beginning(consumer, partition, s.transaction_timeout_seconds)

@@ -48,8 +48,12 @@ class BatchIntake:
         merge: EventTimeMerge,
         failures: BatchFailures,
         events: WorkerEvents,
+        span_ms: int | None = None,
     ) -> None:
         """``merge`` holds the event-time order's settings: the idle time and the records per partition.
+
+        ``span_ms`` bounds the event time a batch spans (``WorkerSettings.batch_span_ms``): no record of a
+        batch is stamped more than that after its first record.
 
         ``end_offsets`` answers the end offsets: a client of its own, not the
         group consumer (see :func:`~stream_dedup.kafka.clients.end_offsets_reader`).
@@ -58,6 +62,7 @@ class BatchIntake:
         self.end_offsets = end_offsets
         self.topic = topic
         self.batch_size = batch_size
+        self.span_ms = span_ms
         self.merge = merge
         self.failures = failures
         self.events = events
@@ -83,7 +88,7 @@ class BatchIntake:
         self.events.records_buffered(after, polled_count - (after - before))
 
     def next_batch(self) -> list[Any]:
-        """The next records to judge: a prefix of the merged order, at most ``batch_size``.
+        """The next records to judge: a prefix of the merged order, at most ``batch_size`` spanning ``span_ms``.
 
         Fetch positions can pass the records returned (transaction markers);
         a partition that looks caught up (or was never asked) gets its end
@@ -104,5 +109,11 @@ class BatchIntake:
         if merge.waited_seconds > waited:
             self.events.partition_waited(merge.waited_seconds - waited)
         batch, later = self.failures.cut(batch)
+        if self.span_ms is not None and batch:
+            # Retention by age forgets between batches only: a batch spanning more
+            # would match documents further apart in event time than max_age_seconds.
+            last = batch[0].timestamp + self.span_ms
+            within = next((i for i, record in enumerate(batch) if record.timestamp > last), len(batch))
+            batch, later = batch[:within], batch[within:] + later
         merge.unread(later)
         return batch

@@ -114,7 +114,7 @@ class Session:
             s.max_partition_idle_ms / 1000.0, s.partition_buffer_limit, s.max_partition_buffered_bytes
         )
         self.intake = BatchIntake(
-            consumer, end_offsets, s.input_topic, s.batch_records, merge, self.failures, self.events
+            consumer, end_offsets, s.input_topic, s.batch_records, merge, self.failures, self.events, s.batch_span_ms
         )
         #: The batch taken last, being read and signed while the one before it is judged and committed.
         signers = worker.signer_pool or LocalSigners(detector, s.input_reading())

@@ -417,6 +417,17 @@ class WorkerSettings(ConnectionSettings):
         return self.batch_size if generation is None else min(self.batch_size, generation)
 
     @property
+    def batch_span_ms(self) -> int | None:
+        """Most event time (record timestamps, ms) a batch spans: a quarter of ``max_age_seconds``; ``None``: no limit.
+
+        A batch's rows are judged against each other whatever their times: a
+        backlog of five minutes in one batch matched a copy with its original
+        300 s before under ``max_age_seconds = 60``.
+        """
+        span = self.detection.retention().generation_seconds
+        return None if span is None else int(span * 1000)
+
+    @property
     def partition_buffer_limit(self) -> int:
         """Records an input partition may hold fetched and not yet judged (event-time order).
 

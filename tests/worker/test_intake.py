@@ -69,11 +69,16 @@ class BufferReports(WorkerEvents):
 
 
 def intake_over(
-    logs: PartitionLogs, batch_size: int, buffer_limit: int, events: WorkerEvents, byte_limit: int | None = None
+    logs: PartitionLogs,
+    batch_size: int,
+    buffer_limit: int,
+    events: WorkerEvents,
+    byte_limit: int | None = None,
+    span_ms: int | None = None,
 ) -> BatchIntake:
     merge = EventTimeMerge(NEVER_GIVE_UP, buffer_limit, byte_limit)
     consumer: Any = logs
-    intake = BatchIntake(consumer, consumer, TOPIC, batch_size, merge, BatchFailures(), events)
+    intake = BatchIntake(consumer, consumer, TOPIC, batch_size, merge, BatchFailures(), events, span_ms)
     intake.restart(TopicPartition(TOPIC, p) for p in logs.logs)
     return intake
 
@@ -127,13 +132,26 @@ def partition_logs(draw: Any) -> PartitionLogs:
     return PartitionLogs(logs, first_offset=100)
 
 
-@given(partition_logs(), st.integers(1, 8), st.none() | st.integers(1, 100), st.integers(1, 20), st.data())
+@given(
+    partition_logs(),
+    st.integers(1, 8),
+    st.none() | st.integers(1, 100),
+    st.integers(1, 20),
+    st.none() | st.integers(0, 20),
+    st.data(),
+)
 def test_any_polls_with_any_buffer_limits_take_the_unbounded_order_within_the_limits(
-    logs: PartitionLogs, buffer_limit: int, byte_limit: int | None, batch_size: int, data: st.DataObject
+    logs: PartitionLogs,
+    buffer_limit: int,
+    byte_limit: int | None,
+    batch_size: int,
+    span_ms: int | None,
+    data: st.DataObject,
 ) -> None:
-    """Whatever the limits and however the polls interleave: each record once, in the order of an unbounded merge."""
+    """Whatever the limits and however the polls interleave: each record once, in the order of an unbounded merge;
+    no batch spans more than ``span_ms`` of event time past its first record (retention by age's bound)."""
     events = BufferReports()
-    intake = intake_over(logs, batch_size, buffer_limit, events, byte_limit)
+    intake = intake_over(logs, batch_size, buffer_limit, events, byte_limit, span_ms)
     everything = [r for log in logs.logs.values() for r in log]
     taken: list[Any] = []
     polled = 0
@@ -157,7 +175,11 @@ def test_any_polls_with_any_buffer_limits_take_the_unbounded_order_within_the_li
             if byte_limit is not None:
                 counts = intake.merge.buffered()
                 assert all(size <= byte_limit or counts[p] == 1 for p, size in intake.merge.buffered_bytes().items())
-            taken += intake.next_batch()
+            batch = intake.next_batch()
+            assert len(batch) <= batch_size
+            if span_ms is not None and batch:
+                assert max(r.timestamp for r in batch) <= batch[0].timestamp + span_ms
+            taken += batch
     assert coords(taken) == coords(list(heapq.merge(*logs.logs.values(), key=order_key)))
     assert set(intake.merge.buffered_bytes().values()) <= {0}  # every byte counted in was counted out
     assert events.refetched == polled - len(everything)
