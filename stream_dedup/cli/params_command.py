@@ -10,6 +10,7 @@ import numpy as np
 from stream_dedup.cli.containment_plan import containment_plan_lines
 from stream_dedup.cli.flag_types import non_empty_text, whole_number
 from stream_dedup.cli.options import add_detection_options, config_from
+from stream_dedup.cli.output_paths import refuse_clashes, refuse_unwritable
 from stream_dedup.cli.records import Reject, input_lines, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
 from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
@@ -51,6 +52,10 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     config = config_from(args)
+    if args.plot:
+        # ``--plot`` on the sample emptied it before it was read: refused as dedup refuses its outputs.
+        refuse_clashes(args.sample or "-", {"--plot": args.plot})
+        refuse_unwritable({"--plot": args.plot})
     with ExitStack() as stack:
         # Opened first: a path that cannot be written fails before the sample is measured.
         plot = stack.enter_context(open(args.plot, "w", encoding="utf-8")) if args.plot else None

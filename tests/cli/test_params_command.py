@@ -281,9 +281,24 @@ def test_plot_to_a_path_that_cannot_be_written_fails_before_measuring(
         capsys, "--sample", str(tmp_path / "sample.jsonl"), "--plot", str(tmp_path / "no" / "x.svg")
     )
 
-    assert code == 1
+    assert code == 2
     assert "sample" not in out
     assert str(tmp_path / "no" / "x.svg") in err
+    assert "--plot" in err
+
+
+def test_plot_onto_the_sample_is_refused_and_leaves_the_sample_whole(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    sample = tmp_path / "sample.jsonl"
+    planted_sample(sample, originals=30, planted=8)
+    before = sample.read_bytes()
+
+    code, _, err = params(capsys, "--sample", str(sample), "--plot", str(tmp_path / "." / "sample.jsonl"))
+
+    assert code == 2
+    assert "'--plot'" in err and "is the input" in err
+    assert sample.read_bytes() == before
 
 
 # --- containment ------------------------------------------------------------------------
