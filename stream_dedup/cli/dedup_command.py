@@ -13,8 +13,9 @@ import numpy as np
 
 from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.flag_types import field_setting, non_empty_text, whole_number
+from stream_dedup.cli.interruption import Interrupted, interruptible
 from stream_dedup.cli.options import add_detection_options, config_from
-from stream_dedup.cli.output_paths import refuse_clashes, refuse_unwritable
+from stream_dedup.cli.output_paths import check_writable, refuse_clashes, refuse_unwritable
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject, input_lines, read_records
 from stream_dedup.config import DetectionConfig
@@ -81,21 +82,36 @@ def add_parser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 def run(args: argparse.Namespace) -> int:
     config = _offline_config(args)
-    detector = make_detector(config)
-    progress = Progress()
     rejects_path = Path(args.rejects or ("rejects.jsonl" if args.output == "-" else f"{args.output}.rejects.jsonl"))
     written = {"--output": args.output, "--report": args.report, "--rejects": str(rejects_path)}
     files = {flag: path for flag, path in written.items() if path and path != "-"}
     refuse_clashes(args.input, files)
     refuse_unwritable(files)
+    try:
+        with interruptible():
+            return _judge(args, config, rejects_path)
+    except Interrupted as interruption:
+        raise interruption.saying(
+            f"{'standard output' if args.output == '-' else args.output} holds the verdicts of the lines judged "
+            "before it, whole lines in input order (the last one's source says how far); no summary"
+            + (f", and {args.report} was not written" if args.report else "")
+        ) from None
+
+
+def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path) -> int:
+    """Write the verdicts, the rejects and the report; the summary on standard error."""
+    detector = make_detector(config)
+    progress = Progress()
     rejected = 0
     with ExitStack() as stack:
         source = input_lines(args.input)
-        # Opened now: a report path that cannot be written fails before the run, not after it, and
-        # before the verdicts file is opened (emptied): an earlier run's verdicts are not lost to a typo.
-        report_file = stack.enter_context(open(args.report, "w", encoding="utf-8")) if args.report else None
+        # Checked now, written at the end: a report path that cannot be written fails before the run, and
+        # before the verdicts file is opened (emptied): an earlier run's verdicts are not lost to a typo, nor
+        # its report to a run that does not finish.
+        if args.report:
+            check_writable(args.report)
         sink = sys.stdout if args.output == "-" else stack.enter_context(open(args.output, "w", encoding="utf-8"))
-        report = DedupReport(config) if report_file else None
+        report = DedupReport(config) if args.report else None
         rejects_file: TextIO | None = None
         # The texts of pairs too near the threshold for the sketch (see engine.text_verification).
         spool = stack.enter_context(TextSpool()) if config.settles_with_texts else None
@@ -121,8 +137,10 @@ def run(args: argparse.Namespace) -> int:
                     report.add(verdicts, lines)
             progress.update(detector.stats.documents, detector.stats.duplicates)
         sink.flush()
-        if report is not None and report_file is not None:
-            report_file.write(_report_page(args, report, rejected, progress.elapsed))
+        if report is not None:
+            page = _report_page(args, report, rejected, progress.elapsed)
+            with open(args.report, "w", encoding="utf-8") as report_file:
+                report_file.write(page)
     progress.finish(detector.stats.documents, detector.stats.duplicates, rejected)
     if args.report:
         print(f"report written to {args.report}", file=sys.stderr)

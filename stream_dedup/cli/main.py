@@ -14,6 +14,7 @@ from stream_dedup.cli import (
     run_command,
     watch_command,
 )
+from stream_dedup.cli.interruption import Interrupted
 from stream_dedup.errors import ConfigError, KafkaStartupError, StreamDedupError
 
 
@@ -36,6 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"stream-dedup: {error}", file=sys.stderr)
         return 2
+    except Interrupted as error:  # Ctrl-C or SIGTERM in an offline command
+        print(f"stream-dedup: {error}", file=sys.stderr)
+        return error.exit_code
     except KafkaStartupError as error:  # 3: brokers unreachable, 4: brokers refused us
         print(f"stream-dedup: {error}", file=sys.stderr)
         return error.exit_code

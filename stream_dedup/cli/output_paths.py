@@ -54,3 +54,24 @@ def _identity(path: str) -> tuple[int, int] | Path | None:
     except OSError:
         return Path(path).resolve()
     return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
+
+
+def check_writable(path: str) -> None:
+    """Fail now (``OSError``) if ``path`` cannot be written, without emptying it or leaving a file behind.
+
+    For a file written at the end of a run (the report, the plot): opened
+    for writing at the start, it was emptied there, so a run interrupted or
+    failing on the way left an empty file in place of an earlier complete one.
+    What is not a regular file (``/dev/null``, a named pipe) is not opened
+    twice: a pipe's reader would see the first close as its end.
+    """
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        status = None
+    if status is not None and not stat.S_ISREG(status.st_mode):
+        return
+    with open(path, "a", encoding="utf-8"):
+        pass
+    if status is None:
+        os.remove(path)

@@ -79,6 +79,20 @@ def test_input_cut_short_is_judged_up_to_its_last_whole_line_and_the_run_fails_n
     assert [v["source"]["line"] for v in verdict_records(result.stdout)] == list(range(1, complete + 1))
 
 
+def test_input_cut_short_leaves_no_report_and_an_earlier_one_as_it_was(tmp_path: Path) -> None:
+    # The report was opened (emptied) before the run: a run that failed left an empty page in its place.
+    packed = gzip.compress(corpus(3000))
+    (tmp_path / "cut.jsonl.gz").write_bytes(packed[: len(packed) // 2])
+    (tmp_path / "earlier.html").write_text("<p>an earlier run's report</p>")
+
+    kept = run_cli("cut.jsonl.gz", "-o", "out.jsonl", "--report", "earlier.html", cwd=tmp_path)
+    new = run_cli("cut.jsonl.gz", "-o", "out.jsonl", "--report", "new.html", cwd=tmp_path)
+
+    assert kept.returncode == new.returncode == 1
+    assert (tmp_path / "earlier.html").read_text() == "<p>an earlier run's report</p>"
+    assert not (tmp_path / "new.html").exists()
+
+
 def test_a_file_that_is_not_json_lines_names_a_few_rejects_on_standard_error_and_writes_all(tmp_path: Path) -> None:
     (tmp_path / "image.png").write_bytes(random.Random(3).randbytes(200_000))
 

@@ -9,8 +9,10 @@ import json
 import os
 import random
 import re
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -233,6 +235,33 @@ def test_a_reader_that_stops_early_ends_the_run_quietly_with_sigpipes_status(tmp
         errors = run.stderr.read().decode()
         assert run.wait(timeout=60) == 141
     assert "Broken pipe" not in errors and "Traceback" not in errors
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_run_stopped_by_a_signal_says_so_and_keeps_an_earlier_report(tmp_path: Path, stop: signal.Signals) -> None:
+    """Ctrl-C or a scheduler's SIGTERM mid-run: whole verdict lines so far, a line saying what they are, the
+    shell's status for the signal, no traceback, and the earlier report as it was (it was left empty)."""
+    bodies = [text(i) for i in range(2_000)]
+    (tmp_path / "in.jsonl").write_bytes(jsonl(*({"id": str(i), "text": bodies[i % 2_000]} for i in range(30_000))))
+    (tmp_path / "report.html").write_text("<p>an earlier run's report</p>")
+    command = [sys.executable, "-m", "stream_dedup.cli.main", "dedup", "in.jsonl", "-o", "out.jsonl"]
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    with subprocess.Popen([*command, "--report", "report.html"], cwd=tmp_path, env=env, stderr=subprocess.PIPE) as run:
+        assert run.stderr is not None
+        deadline = time.monotonic() + 60
+        while not ((tmp_path / "out.jsonl").exists() and (tmp_path / "out.jsonl").stat().st_size):
+            assert run.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        run.send_signal(stop)
+        errors = run.stderr.read().decode()
+        assert run.wait(timeout=60) == 128 + stop
+
+    assert "Traceback" not in errors
+    assert errors.splitlines()[-1].startswith(f"stream-dedup: interrupted by {stop.name}: out.jsonl holds the verdicts")
+    assert (tmp_path / "report.html").read_text() == "<p>an earlier run's report</p>"
+    written = verdict_records((tmp_path / "out.jsonl").read_bytes())  # every line whole
+    assert 0 < len(written) < 30_000
+    assert [v["source"]["line"] for v in written] == list(range(1, len(written) + 1))
 
 
 def test_reads_standard_input_and_writes_standard_output_by_default(tmp_path: Path) -> None:
