@@ -44,6 +44,11 @@ class Folding(NamedTuple):
 #: The defaults.
 DEFAULT_FOLDING = Folding()
 
+#: Characters of a long text collapsed at a time (:func:`_split_and_joined`).
+_COLLAPSE_PIECE = 1 << 20
+#: One whitespace character, as ``str.isspace`` and ``str.split`` take it (both are ``Py_UNICODE_ISSPACE``).
+_WHITESPACE = re.compile(r"\s")
+
 #: What ``str.split()`` splits ASCII text on besides the space.
 _ASCII_SEPARATORS = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f"
 
@@ -107,12 +112,34 @@ def _collapsed(text: str) -> str:
     that costs a quarter of splitting a text into its words and joining them.
     """
     if "  " in text or text[:1] == " " or text[-1:] == " ":
-        return " ".join(text.split())
+        return _split_and_joined(text)
     if text.isascii():
         other_whitespace = any(separator in text for separator in _ASCII_SEPARATORS)
     else:
         other_whitespace = not text.isprintable()  # the space is the only printable whitespace
-    return " ".join(text.split()) if other_whitespace else text
+    return _split_and_joined(text) if other_whitespace else text
+
+
+def _split_and_joined(text: str) -> str:
+    """``" ".join(text.split())``, a piece of about :data:`_COLLAPSE_PIECE` characters at a time.
+
+    Split whole, a long text became a string object per word at once (about
+    12 bytes a character: 358 MB for 30 MB of text with line breaks, where
+    the rest of reading it takes a few bytes a character). Pieces are cut
+    at whitespace (``\\s`` is ``str.isspace``), so no word is cut.
+    """
+    if len(text) <= _COLLAPSE_PIECE:
+        return " ".join(text.split())
+    pieces: list[str] = []
+    start = 0
+    while start < len(text):
+        cut = _WHITESPACE.search(text, min(start + _COLLAPSE_PIECE, len(text)))
+        end = cut.start() if cut else len(text)
+        piece = " ".join(text[start:end].split())
+        if piece:
+            pieces.append(piece)
+        start = end
+    return " ".join(pieces)
 
 
 def fold_all(texts: Iterable[str], folding: Folding = DEFAULT_FOLDING) -> list[str]:

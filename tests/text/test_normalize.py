@@ -1,4 +1,6 @@
+import importlib
 import sys
+import tracemalloc
 
 import pytest
 from hypothesis import assume, given, settings
@@ -6,6 +8,9 @@ from hypothesis import strategies as st
 
 from stream_dedup.errors import InputError
 from stream_dedup.text import Folding, fold, normalize, normalize_all
+
+#: The module (``stream_dedup.text.normalize`` is also the function's name in the package).
+normalize_module = importlib.import_module("stream_dedup.text.normalize")
 
 
 def test_compatibility_forms_case_and_whitespace_are_folded() -> None:
@@ -109,3 +114,31 @@ def test_the_space_is_the_only_printable_whitespace() -> None:
 )
 def test_whitespace_runs_collapse_as_split_and_join_collapse_them(text: str, folding: Folding) -> None:
     assert normalize(text, folding) == " ".join(fold(text, folding).split())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from(["word", "x", " ", "  ", "слово", "中文", *WHITESPACE]), max_size=40).map("".join),
+    st.integers(1, 12),
+)
+def test_a_long_text_collapses_piece_by_piece_as_split_and_join_collapse_it_whole(text: str, piece: int) -> None:
+    # Pieces of a few characters here, of a million in use: cut anywhere, no word may be cut or joined.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(normalize_module, "_COLLAPSE_PIECE", piece)
+        assert normalize(text) == " ".join(fold(text).split())
+
+
+def test_collapsing_a_long_text_with_line_breaks_holds_no_object_per_word() -> None:
+    # Split whole, 30 MB of text with line breaks took 358 MB more (a string object per word).
+    # Pieces of 64k characters, so that one piece's words weigh little beside the 4 MB text.
+    text = "\n".join(f"line {i} of a long document, with words" for i in range(100_000))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(normalize_module, "_COLLAPSE_PIECE", 1 << 16)
+        tracemalloc.start()
+        try:
+            collapsed = normalize(text)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    assert collapsed == " ".join(text.split())
+    assert peak < 4 * len(text)
