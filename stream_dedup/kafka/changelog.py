@@ -57,9 +57,9 @@ MAGIC = b"SDCL"
 #: 2: one-bit sketches, index keys and sources instead of 8-bit signatures.
 FORMAT_VERSION = 2
 
-#: How a stage starts over from an empty index. A new changelog_topic alone does not do it: the group's committed
-#: offsets would have the stage judge on against an index missing every earlier document, which
-#: :func:`stream_dedup.worker.topics.refuse_lost_history` refuses.
+#: How a stage starts over from an empty index. A new changelog_topic (or sequenced_topic) alone does not do it: the
+#: group's (the signers') committed offsets would have the stage judge on against an index missing every earlier
+#: document, which :func:`stream_dedup.worker.topics.refuse_lost_history` refuses.
 START_OVER = "run the stage with a new group_id (new topics and index; the input is judged again from its beginning)"
 
 #: Default upper bound of one changelog record value (Kafka's default limit is 1 MB).
@@ -129,18 +129,17 @@ def decode_entry(
     parameters names the one that differs when the record says its writer's.
     """
     kind = topic_setting.removesuffix("_topic")
-    new_topic = f"point {topic_setting} at a new topic (the index then starts empty)"
-    if topic_setting == "changelog_topic":  # a worker's: its group's offsets go with it
-        new_topic = START_OVER
-    with reading_record(kind, f"It cannot be replayed: {new_topic}."):
+    # Not a new topic alone: a worker's changelog goes with its group's input offsets, a sequenced topic with
+    # its signers', and a new topic beside them is refused as lost history (worker.topics.refuse_lost_history).
+    with reading_record(kind, f"It cannot be replayed: {START_OVER}."):
         header, arrays = unpack_record(
-            value, MAGIC, FORMAT_VERSION, kind, f"Replay it with the release that wrote it, or {new_topic}."
+            value, MAGIC, FORMAT_VERSION, kind, f"Replay it with the release that wrote it, or {START_OVER}."
         )
         if field(header, "digest", str) != digest:
             raise ChangelogError(
                 f"the {kind} topic was written with {_other_parameters(_settings(header), verdict_settings)}; "
                 f"its signatures are not comparable. "
-                f"Run with the original settings{_kept(header, verdict_settings)}, or {new_topic}."
+                f"Run with the original settings{_kept(header, verdict_settings)}, or {START_OVER}."
             )
         ids = texts_of(arrays, "id")
         event_times, sources = array(arrays, "event_times", "<f8", 1), array(arrays, "sources", "<u8", 1)

@@ -8,9 +8,12 @@ the order is the offset of its last record, and its documents' sequence keys
 follow from it (:func:`~stream_dedup.engine.sharding.sequence_keys`).
 """
 
+import time
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import KafkaConsumer, TopicPartition
+from kafka.errors import KafkaTimeoutError
 
 from stream_dedup.engine.sharding import SequenceKeys, sequence_keys
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
@@ -83,3 +86,56 @@ def every_batch(consumer: KafkaConsumer, topic: str, digest: str) -> list[Sequen
             if batch is not None:
                 batches.append(batch)
     return batches
+
+
+#: Offsets before the end the newest committed record is first looked for: a transaction's records lie
+#: behind its marker, and aborted transactions (records, marker) may follow it. Doubled until one is found.
+_FIRST_LOOK_BACK = 64
+
+#: Longest the look for it may take: past it the session ends as on any Kafka error, and tries again.
+_NEWEST_RECORD_SECONDS = 60.0
+
+
+def newest_record(consumer: KafkaConsumer, partition: TopicPartition) -> Any | None:
+    """The newest committed record of ``partition``, or None if it holds none.
+
+    ``consumer`` (of no group, ``read_committed``) is assigned the partition.
+    Reads back from the end in doubling windows, so a long topic costs a few
+    fetches, not a replay.
+    """
+    consumer.assign([partition])
+    first = consumer.beginning_offsets([partition])[partition]
+    end = consumer.end_offsets([partition])[partition]
+    deadline = time.monotonic() + _NEWEST_RECORD_SECONDS
+    back = _FIRST_LOOK_BACK
+    while end > first:
+        start = max(first, end - back)
+        consumer.seek(partition, start)
+        newest = None
+        while consumer.position(partition) < end:
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"{partition.topic} not read to offset {end} in {_NEWEST_RECORD_SECONDS:.0f} s")
+            for record in consumer.poll(timeout_ms=500).get(partition, []):
+                if record.offset < end:
+                    newest = record
+        if newest is not None:
+            return newest
+        end, back = start, 2 * back
+    return None
+
+
+def check_appendable(consumer: KafkaConsumer, topic: str, digest: str) -> None:
+    """Raise :class:`~stream_dedup.errors.ChangelogError` if the sequenced ``topic``'s newest record is of other
+    signature parameters than ``digest``'s (or not a record of ours).
+
+    A signer calls it before it appends anything: it keeps no index, so
+    nothing else would stop it, and its records would follow records of
+    another signature in the one order. The shards refuse the first of
+    them, and after it neither setting could run on; refused here, the
+    stage is only stopped, and runs on under the settings it was built with.
+    """
+    partition = TopicPartition(topic, 0)
+    record = newest_record(consumer, partition)
+    if record is not None:
+        with record_at(topic, 0, record.offset):
+            decode_entry(record.value, digest, "sequenced_topic")

@@ -14,6 +14,7 @@ commits the input offsets. The sequenced topic's order is the order of those
 appends.
 """
 
+import contextlib
 import logging
 from collections import Counter
 from typing import Any
@@ -22,10 +23,11 @@ from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
-from stream_dedup.kafka.clients import end_offsets_reader
+from stream_dedup.kafka.clients import end_offsets_reader, groupless_consumer
 from stream_dedup.kafka.messages import dead_letter_record
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
 from stream_dedup.kafka.sending import Send
+from stream_dedup.kafka.sequenced import check_appendable
 from stream_dedup.kafka.topic_limits import size_limits
 from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
@@ -58,6 +60,10 @@ class Signer(RoleWork):
 
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
         s = self.settings
+        # Before appending anything: records of another signature (an upgrade whose default changed, a
+        # setting changed) after the topic's would stop the shards, under the old settings as under the new.
+        with contextlib.closing(groupless_consumer(s.connection(), "none")) as reader:
+            check_appendable(reader, s.sequenced_topic, self.digest)
         if self.intake is None:
             merge = EventTimeMerge(
                 s.max_partition_idle_ms / 1000.0, s.partition_buffer_limit, s.max_partition_buffered_bytes

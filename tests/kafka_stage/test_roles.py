@@ -16,9 +16,11 @@ from kafka.structs import OffsetAndMetadata
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.engine.sharding import ShardDetector
+from stream_dedup.errors import ChangelogError
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
+from stream_dedup.roles.launch import role_runner
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from tests.corpus import make_clustered_corpus
 
@@ -29,10 +31,12 @@ from .stage import (
     Stage,
     document_messages,
     expected_verdicts,
+    failure_of,
     produce,
     read_committed,
     role_threads,
     verdicts_by_source,
+    wait_until,
     worker_thread,
 )
 
@@ -266,3 +270,32 @@ def test_going_from_two_shards_to_three_as_documented_keeps_every_verdict_once_a
     assert {v["id"]: v for v in published} == one_process_verdicts(batches, config, stage)
     # Both sets published: the switch happened mid-stream.
     assert 0 < switch_at < batches[-1].offset
+
+
+def test_a_signer_of_other_signature_parameters_appends_nothing_to_the_sequenced_topic(stage: Stage) -> None:
+    """An upgrade (a default that changed) or a changed setting must not leave records of two signature
+    parameters in the sequenced topic: shards refuse the new ones, and going back to the old settings then
+    meets them too, so that neither setting could run on (a new group_id the only way on)."""
+    corpus = make_clustered_corpus(400, seed=37)
+    messages = document_messages(corpus, partitions=3)
+    produce(stage.bootstrap, stage.input_topic, messages[:300])
+    signer = stage.settings("signer-1", role="signer", batch_size=100, shards=2, index_slots=SLOTS)
+    config = signer.detection
+
+    def sequenced_documents() -> int:
+        batches = sequenced_batches(stage.bootstrap, signer.sequenced_topic, config)
+        return sum(len(batch.entry.documents.ids) for batch in batches)
+
+    with role_threads(signer):
+        wait_until(lambda: sequenced_documents() == 300, 60, "the signer's 300 documents")
+    produce(stage.bootstrap, stage.input_topic, messages[300:])
+    changed = stage.settings("signer-1", role="signer", batch_size=100, shards=2, index_slots=SLOTS, shingle_size=4)
+
+    failure = failure_of(changed, runner=role_runner)
+
+    assert isinstance(failure, ChangelogError), failure
+    assert f"topic {signer.sequenced_topic!r}" in str(failure)
+    assert "other signature parameters" in str(failure) and "new group_id" in str(failure)
+    assert sequenced_documents() == 300  # nothing appended: the old settings still run on
+    with role_threads(signer):
+        wait_until(lambda: sequenced_documents() == 400, 60, "the last 100 documents")

@@ -17,6 +17,7 @@ from kafka.structs import OffsetAndMetadata
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.sequenced import newest_record
 from stream_dedup.lsh import IndexedBatch
 from stream_dedup.roles.sequenced_tail import SequencedTail
 from stream_dedup.roles.shard import Shard
@@ -128,3 +129,26 @@ def test_a_standby_shard_that_retention_overtook_says_so_and_rebuilds_from_what_
         group.close()
     assert any("deleted by retention" in record.getMessage() for record in caplog.records)
     assert shard.covered == 3 and len(shard.index) == 20, "rebuilt from the first offset left, not silently skipped"
+
+
+def test_the_newest_record_is_found_behind_aborted_transactions_longer_than_the_first_look(
+    stage: Stage, topic_factory: Callable[..., str]
+) -> None:
+    topic = topic_factory(partitions=1)
+    partition = TopicPartition(topic, 0)
+    consumer = KafkaConsumer(bootstrap_servers=stage.bootstrap, isolation_level="read_committed")
+    try:
+        assert newest_record(consumer, partition) is None  # an empty topic
+        produce_in_transactions(stage.bootstrap, topic, [[b"a%d" % i for i in range(5)], [b"last"]])
+        producer = KafkaProducer(bootstrap_servers=stage.bootstrap, transactional_id=f"aborting-{topic}")
+        producer.init_transactions()
+        for _ in range(3):  # 3 x 100 records and markers, none committed: several times the first look back
+            producer.begin_transaction()
+            for i in range(100):
+                producer.send(topic, value=b"aborted %d" % i, partition=0)
+            producer.abort_transaction()
+        producer.close()
+        newest = newest_record(consumer, partition)
+    finally:
+        consumer.close()
+    assert newest is not None and (newest.offset, newest.value) == (6, b"last")
