@@ -18,6 +18,10 @@ import pytest
 
 from stream_dedup.cli.settings_sources import setting_types
 from stream_dedup.config import DetectionConfig
+from stream_dedup.engine import make_detector, snapshot
+from stream_dedup.engine.snapshot import load_snapshot, save_snapshot
+from stream_dedup.errors import IncompatibleSnapshotError
+from stream_dedup.kafka import answers, changelog
 from stream_dedup.ops.metrics import WorkerMetrics
 from stream_dedup.worker.settings import WorkerSettings
 
@@ -206,3 +210,33 @@ def test_every_link_between_the_readme_and_the_docs_resolves() -> None:
             elif anchor and destination.suffix == ".md" and anchor not in _anchors(destination):
                 broken.append(f"{page.relative_to(ROOT)} -> {target}#{anchor}")
     assert not broken, f"links to missing files or headings: {broken}"
+
+
+def _upgrading_section() -> str:
+    """operating.md's section on upgrades, its lines joined (a phrase may wrap anywhere)."""
+    section = OPERATING_PAGE.split("## Upgrading and rolling back", 1)[1].split("\n## ", 1)[0]
+    return " ".join(section.split())
+
+
+def test_the_upgrading_section_names_the_formats_this_release_reads_and_writes() -> None:
+    section = _upgrading_section()
+    for magic, version in [
+        (snapshot.MAGIC, snapshot.FORMAT_VERSION),
+        (changelog.MAGIC, changelog.FORMAT_VERSION),
+        (answers.MAGIC, answers.FORMAT_VERSION),
+    ]:
+        assert re.search(rf"`{magic.decode()}`( format)? {version}\b", section), (magic, version)
+    assert f"this release reads format {snapshot.FORMAT_VERSION} only" in section
+
+
+def test_the_upgrading_section_quotes_the_refusal_a_release_whose_default_changed_meets(tmp_path: Path) -> None:
+    """A snapshot of the default settings before ignore_invisible existed (it was off), read under today's."""
+    made_before = make_detector(DetectionConfig(ignore_invisible=False))
+    made_before.process(["a"], ["a text indexed by the release before"])
+    path = tmp_path / "snapshot-000000000001.sds"
+    save_snapshot(made_before, path)
+    with pytest.raises(IncompatibleSnapshotError) as refused:
+        load_snapshot(path, DetectionConfig())
+    quoted = re.search(r'"snapshot-\.\.\.\.sds (was made with [^"]*)"', _upgrading_section())
+    assert quoted is not None and quoted.group(1) in str(refused.value)
+    assert DetectionConfig().ignore_invisible and "`ignore_invisible = false`" in _upgrading_section()
