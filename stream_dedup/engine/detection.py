@@ -69,6 +69,10 @@ class StoredDocuments(Protocol):
 
     def sources_of(self, seqs: npt.NDArray[np.int64]) -> npt.NDArray[np.uint64]: ...
 
+    def make_way(self, event_times: npt.NDArray[np.float64]) -> None:
+        """Before a batch is probed: forget what its first record is too late to match (``GenerationList.make_way``)."""
+        ...
+
 
 @dataclass(frozen=True)
 class BestMatches:

@@ -186,6 +186,7 @@ class Detector(DuplicateDetector):
 
         With exact verification, the batch must carry its shingle sets.
         """
+        self.index.make_way(batch.event_times)
         probe = self.probe(batch, document_texts=document_texts)
         verdicts = verdicts_of(batch, probe.best, self.index, probe.first_seq)
         if self.containment is not None:

@@ -206,6 +206,7 @@ class ShardDetector:
         must come in stream order, every shard seeing every batch.
         """
         owned = self.owners(batch) == self.shard
+        self._follow(self.stream.make_way(batch.event_times))
         probe = self.detector.probe(batch, earlier=owned, document_texts=document_texts)
         # Before the insert: retention may then evict a match and its id.
         answer = self._answer_of(batch, keys, probe, self._containments(batch, probe, document_texts))
@@ -213,14 +214,14 @@ class ShardDetector:
         newest = self.detector.index.history.newest.base_seq
         self.generation_keys.setdefault(newest, Arena((), np.int64)).extend(keys[rows])
         self.detector.insert(batch.take(rows), probe.counts[rows])
-        self._follow_retention(batch)
+        self.stream.newest.add(batch.ids, self.stream.stream_times(batch.event_times))
+        self._follow(self.stream.apply_retention())
         return answer
 
-    def _follow_retention(self, batch: IndexedBatch) -> None:
-        """Seal and evict generations where one index of the whole stream would, after this batch."""
-        self.stream.newest.add(batch.ids, self.stream.stream_times(batch.event_times))
+    def _follow(self, sealed: Stretch | None) -> None:
+        """Seal (if the stream's measure ``sealed`` one) and evict generations as one index of the whole stream."""
         history = self.detector.index.history
-        if self.stream.apply_retention() is not None:
+        if sealed is not None:
             self.detector.index.seal()
         while len(history.items) > len(self.stream.items):
             history.evict_oldest()

@@ -75,6 +75,7 @@ class SimHashDetector(DuplicateDetector):
         return SignedBatch(np.empty((n, 0), np.uint8), np.empty((n, 0), np.uint32), None, fingerprints)
 
     def process_signed(self, batch: IndexedBatch, document_texts: DocumentTexts | None = None) -> list[Verdict]:
+        self.index.make_way(batch.event_times)
         probe = self.probe(batch)
         # Verdicts before the insert: retention may then evict a matched document and its id.
         verdicts = verdicts_of(batch, probe.best, self.index, probe.first_seq)

@@ -180,7 +180,8 @@ class HammingIndex:
         event_times: npt.NDArray[np.float64] | None = None,
         sources: Uint64Array | None = None,
     ) -> NearMatches:
-        """:meth:`search_batch` under the cap (:meth:`capped`), then :meth:`add` the batch."""
+        """:meth:`make_way` for the batch, :meth:`search_batch` under the cap (:meth:`capped`), then :meth:`add` it."""
+        self.make_way(np.zeros(fingerprints.size) if event_times is None else event_times)
         matches, crowding = self.capped(self.search_batch(fingerprints), fingerprints)
         self.add(fingerprints, ids, event_times, sources, crowding)
         return matches
@@ -218,6 +219,12 @@ class HammingIndex:
     def seal(self) -> None:
         """Open a new newest generation, as retention does (a shard follows the whole stream's retention)."""
         self.history.seal().runs.compact()
+
+    def make_way(self, event_times: npt.NDArray[np.float64]) -> None:
+        """Before a batch is searched: seal and evict as its first record's time requires (``history.make_way``)."""
+        sealed = self.history.make_way(event_times)
+        if sealed is not None:
+            sealed.runs.compact()
 
     @property
     def slot_cap(self) -> int:

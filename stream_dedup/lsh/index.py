@@ -371,6 +371,10 @@ class BandIndex:
         """Open a new newest generation, as retention does (a shard follows the whole stream's retention)."""
         self.history.seal()
 
+    def make_way(self, event_times: npt.NDArray[np.float64]) -> None:
+        """Before a batch is probed: seal and evict as its first record's time requires (``history.make_way``)."""
+        self.history.make_way(event_times)
+
     def _new_generation(self, base_seq: int, capacity: int | None) -> Generation:
         return Generation(
             self.sketch_bytes,

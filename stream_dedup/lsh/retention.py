@@ -4,7 +4,9 @@ An index is a list of generations, oldest first; only the newest takes new
 documents, numbered ``base_seq + local`` globally. :class:`Retention` seals
 the newest generation when it holds a quarter of ``max_documents`` or spans
 a quarter of ``max_age_seconds``, and evicts whole oldest generations, so
-forgetting costs nothing per document and never touches a table.
+forgetting costs nothing per document and never touches a table. It acts
+after each batch, and by age before each batch too, at its first record's
+time: a batch after a quiet spell meets none of what the spell outlived.
 :class:`GenerationList` holds that policy for indexes of any kind of table
 (the banded index and the Hamming index).
 
@@ -47,7 +49,8 @@ class Retention:
             no limit by count.
         max_age_seconds: forget a generation once all its documents are older
             (by event time) than this, measured from the newest event time
-            seen. ``None``: no limit by age.
+            seen, or from the first record of the batch about to be judged
+            if later (:meth:`GenerationList.make_way`). ``None``: no limit by age.
     """
 
     max_documents: int | None = None
@@ -158,16 +161,42 @@ class GenerationList(Generic[G]):
         median: the Kafka stage bounds each record's time by the clock of the
         machine that reads it, :meth:`~stream_dedup.worker.signing.SignedRecords.split`.)
         """
-        span = self.retention.generation_seconds
-        if span is None or times.size == 0:
-            counted = times
-        else:
-            middle = (times.size - 1) // 2
-            median = float(np.partition(times, middle)[middle])
-            counted = np.minimum(times, max(self.newest_event_time, median) + span)
+        counted = self._counted(times)
         if counted.size:
             self.newest_event_time = max(self.newest_event_time, float(counted.max()))
         return counted
+
+    def _counted(self, times: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """A batch's event times as retention counts them (:meth:`stream_times`), changing nothing."""
+        span = self.retention.generation_seconds
+        if span is None or times.size == 0:
+            return times
+        middle = (times.size - 1) // 2
+        median = float(np.partition(times, middle)[middle])
+        return np.minimum(times, max(self.newest_event_time, median) + span)
+
+    def make_way(self, times: npt.NDArray[np.float64]) -> G | None:
+        """Before a batch of ``times`` is judged: seal and evict as its first record's time requires.
+
+        Retention otherwise acts after a batch, measured by the times before
+        it: the first batch after a quiet spell would be judged against
+        everything from before the spell, and join (and keep alive) the
+        generation open since. The batch's first record (its time as
+        :meth:`stream_times` counts it) is the clock the stage cuts batches
+        by; a generation it would stretch past a quarter of
+        ``max_age_seconds`` is sealed, and generations older than
+        ``max_age_seconds`` by it are evicted. Only the batch's contents
+        decide, so a replay and every shard (each sees every batch) do the
+        same. Returns the generation sealed, if any; :meth:`stream_times`
+        and :meth:`apply_retention` then take the batch as before.
+        """
+        span = self.retention.generation_seconds
+        if span is None or times.size == 0:
+            return None
+        first = float(self._counted(times)[0])
+        sealed = self.seal() if first - self.newest.first_event_time > span else None
+        self._evict(max(self.newest_event_time, first))
+        return sealed
 
     def apply_retention(self) -> G | None:
         """Seal the newest generation if it is full (documents or id bytes) or spans enough time, then evict.
@@ -175,20 +204,24 @@ class GenerationList(Generic[G]):
         Returns the generation sealed, if any.
         """
         newest = self.newest
-        limit = self.retention.max_documents
-        max_age = self.retention.max_age_seconds
         span = self.retention.generation_seconds
         full = (self.capacity is not None and len(newest) >= self.capacity) or newest.ids_full
         aged = span is not None and newest.last_event_time - newest.first_event_time >= span
         sealed = self.seal() if full or aged else None
+        self._evict(self.newest_event_time)
+        return sealed
+
+    def _evict(self, clock: float) -> None:
+        """Evict oldest generations while over ``max_documents`` or older than ``max_age_seconds`` by ``clock``."""
+        limit = self.retention.max_documents
+        max_age = self.retention.max_age_seconds
         while len(self.items) > 1:
             oldest = self.items[0]
             too_many = limit is not None and len(self) - len(oldest) >= limit
-            too_old = max_age is not None and oldest.last_event_time < self.newest_event_time - max_age
+            too_old = max_age is not None and oldest.last_event_time < clock - max_age
             if not (too_many or too_old):
                 break
             self.evict_oldest()
-        return sealed
 
     def seal(self) -> G:
         """Open a new newest generation; return the one it replaces."""

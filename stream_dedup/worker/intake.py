@@ -110,7 +110,7 @@ class BatchIntake:
             self.events.partition_waited(merge.waited_seconds - waited)
         batch, later = self.failures.cut(batch)
         if self.span_ms is not None and batch:
-            # Retention by age forgets between batches only: a batch spanning more
+            # Retention by age forgets between batches, at a batch's first record: a batch spanning more
             # would match documents further apart in event time than max_age_seconds.
             last = batch[0].timestamp + self.span_ms
             within = next((i for i, record in enumerate(batch) if record.timestamp > last), len(batch))

@@ -187,6 +187,25 @@ def test_shards_seal_and_evict_generations_at_the_batches_one_index_does() -> No
     assert sum(shard.detector.evicted_documents for shard in shard_set) == single.evicted_documents
 
 
+@pytest.mark.parametrize("method", ["minhash", "simhash"])
+def test_shards_forget_across_a_quiet_spell_before_the_batch_as_one_index_does(method: Method) -> None:
+    """Texts at 0 s and their copies after quiet spells (max_age_seconds 60): nothing older than the spell matches."""
+    texts = make_corpus(30, seed=9, copies=0.0)
+    # Event time is a source's number: 10 texts at 0-9 s, then copies at 3600-3609 s, 7200-7209 s, 7230-7239 s.
+    times = [*range(10), *range(3600, 3610), *range(7200, 7210), *range(7230, 7240)]
+    stream: Stream = [
+        (b, [(f"doc-{i}", texts[i % 10], 10_000 + times[i]) for i in range(start, start + 5)])
+        for b, start in enumerate(range(0, 40, 5))
+    ]
+    config = DetectionConfig(method=method, max_age_seconds=60.0, index_slots=3)
+
+    expected, merged = single_and_sharded(config, stream, 3)
+
+    assert merged == expected
+    # Each spell forgets what came before it; copies 30 s apart still match.
+    assert [v.duplicate_of for v in expected] == [None] * 30 + [f"doc-{i}" for i in range(20, 30)]
+
+
 def test_three_shards_agree_with_one_detector_on_a_corpus_of_near_copies() -> None:
     texts = make_corpus(900, seed=5)
     stream: Stream = [

@@ -6,7 +6,8 @@ copy of a document 21 back is a duplicate and one of a document 120 back is
 unique, whatever ``batch_size`` says; and it forgets what is older than
 ``max_age_seconds`` by event time (give or take a quarter of it, as whole
 generations go), so a copy 30 s after its original is a duplicate and one
-300 s after it unique, even when both wait in one backlog.
+300 s after it unique, even when both wait in one backlog, and one after a
+quiet spell longer than it unique.
 """
 
 from __future__ import annotations
@@ -115,3 +116,19 @@ def test_a_backlog_spanning_more_than_max_age_forgets_by_event_time_within_one_b
     for verdict in verdicts.values():
         if verdict["verdict"] == "duplicate":
             assert stamps[verdict["id"]] - stamps[verdict["duplicate_of"]] <= 1500 * MAX_AGE_SECONDS
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["one-worker", "sharded"])
+def test_a_copy_after_a_quiet_spell_meets_nothing_the_spell_outlived(stage: Stage, sharded: bool) -> None:
+    """``doc-0`` two days ago, its copies an hour and two hours later, and one 30 s after that: only the last is a
+    duplicate (of the one before it), although each spell's first record finds the index as the spell left it."""
+    texts = make_corpus(10, seed=59, copies=0.0)
+    first = int(time.time() * 1000) - 2 * 86_400_000
+    stamps = [first + 1000 * i for i in range(10)] + [first + 3_600_000, first + 7_200_000, first + 7_230_000]
+    messages = [
+        (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": texts[i if i < 10 else 0]}).encode(), i % 3, stamp)
+        for i, stamp in enumerate(stamps)
+    ]
+    verdicts = _judged(stage, messages, sharded, WorkerEvents(), max_age_seconds=MAX_AGE_SECONDS)
+
+    assert [verdicts[f"doc-{i}"].get("duplicate_of") for i in (10, 11, 12)] == [None, None, "doc-11"]
