@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
 def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path) -> int:
     """Write the verdicts, the rejects and the report; the summary on standard error."""
     detector = make_detector(config)
-    progress = Progress()
+    progress = Progress(containment=config.containment_threshold is not None)
     rejected = 0
     with ExitStack() as stack:
         source = input_lines(args.input)
@@ -135,13 +135,13 @@ def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path
                 sink.writelines(map(verdict_line, verdicts, lines))
                 if report is not None:
                     report.add(verdicts, lines)
-            progress.update(detector.stats.documents, detector.stats.duplicates)
+            progress.update(detector.stats)
         sink.flush()
         if report is not None:
             page = _report_page(args, report, rejected, progress.elapsed)
             with open(args.report, "w", encoding="utf-8") as report_file:
                 report_file.write(page)
-    progress.finish(detector.stats.documents, detector.stats.duplicates, rejected)
+    progress.finish(detector.stats, rejected)
     if args.report:
         print(f"report written to {args.report}", file=sys.stderr)
     return 0

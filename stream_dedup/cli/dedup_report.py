@@ -1,6 +1,8 @@
 """``stream-dedup dedup --report FILE.html``: one self-contained page about an offline run.
 
-Counts (documents, duplicates, their share, rejected lines), the histogram
+Counts (documents, and of each verdict: unique, duplicates and their share,
+with containment on contained and contains, so that they add up to the
+documents; rejected lines), the histogram
 of the duplicates' similarities, and the largest clusters of copies with
 example texts, so that a person can judge the verdicts by reading them.
 
@@ -67,7 +69,8 @@ class DedupReport:
     def __init__(self, config: DetectionConfig) -> None:
         self.config = config
         self.documents = 0
-        self.duplicates = 0
+        #: Verdicts by kind (``unique``, ``duplicate``, ``contained``, ``contains``).
+        self.verdicts: Counter[str] = Counter()
         #: Per input line: the line of its cluster's original (itself for an original or a line without a document).
         self._original = array("i", [0])
         #: Per input line: the line its verdict matched (0 for none), and the similarity to it.
@@ -88,6 +91,7 @@ class DedupReport:
             self._match.extend(array("i", bytes(4 * (lines[-1] + 1 - start))))  # zeros
             self._similarity.extend(array("f", bytes(4 * (lines[-1] + 1 - start))))
         self.documents += len(verdicts)
+        self.verdicts.update(verdict.verdict for verdict in verdicts)
         for verdict, line in zip(verdicts, lines, strict=True):
             if verdict.verdict != "duplicate" or verdict.match_source is None:
                 continue
@@ -98,7 +102,11 @@ class DedupReport:
             similarity = verdict.similarity or 0.0
             self._similarity[line] = similarity
             self._bins[self._bin(similarity)] += 1
-            self.duplicates += 1
+
+    @property
+    def duplicates(self) -> int:
+        """Documents reported ``duplicate``."""
+        return self.verdicts["duplicate"]
 
     def _bin(self, similarity: float) -> int:
         """The histogram bin of ``similarity``: the last for identical texts, else a bin of the range."""
@@ -129,7 +137,7 @@ class DedupReport:
         banding = self.config.banding()
         figures = [
             Figure("documents", "documents", f"{self.documents:,}", self.documents),
-            Figure("duplicates", "duplicates", f"{self.duplicates:,}", self.duplicates),
+            *(self._verdict_figure(kind) for kind in self._kinds()),
             Figure("duplicate-share", "duplicate share", "-" if share is None else f"{share:.1%}", share),
             Figure("rejected", "rejected lines", f"{rejected:,}", rejected),
             Figure("clusters", "originals with copies", f"{len(self._copies):,}", len(self._copies)),
@@ -160,6 +168,17 @@ class DedupReport:
             self._clusters_table(clusters, examples),
         ]
         return html_page(f"stream-dedup report: {source}", "".join(body))
+
+    def _kinds(self) -> tuple[str, ...]:
+        """The verdict kinds the run can report: every verdict written is in one of their counts."""
+        if self.config.containment_threshold is None:
+            return ("unique", "duplicate")
+        return ("unique", "duplicate", "contained", "contains")
+
+    def _verdict_figure(self, kind: str) -> Figure:
+        """The count of verdicts ``kind``, its element id the plural the page always had for duplicates."""
+        key = {"duplicate": "duplicates"}.get(kind, kind)
+        return Figure(key, key, f"{self.verdicts[kind]:,}", self.verdicts[kind])
 
     def _clusters_table(self, clusters: Sequence[Cluster], examples: Mapping[int, Example] | None) -> str:
         if not clusters:

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
@@ -808,6 +809,35 @@ def test_containment_verdicts_name_the_match_its_line_and_the_containment(tmp_pa
     # Records of the other verdicts keep format 2, and no containment field.
     assert other == {**other, "format_version": 2, "verdict": "unique"} and "containment" not in other
     assert list(excerpt_verdict) == [*VERDICT_FIELDS[:6], "containment", *VERDICT_FIELDS[6:]]
+
+
+def containment_corpus(path: Path) -> None:
+    """Every verdict kind: an article, its excerpt (contained), its near copy, a listing reposted with text
+    added (contains), an unrelated text; and a malformed line."""
+    article = text(31, count=120)
+    records = [
+        {"id": "article", "text": article},
+        {"id": "excerpt", "text": " ".join(article.split()[:70])},
+        {"id": "copy", "text": near_copy(article)},
+        {"id": "listing", "text": text(32)},
+        {"id": "reposted", "text": text(32) + " " + text(33, count=25)},
+        {"id": "other", "text": text(34)},
+    ]
+    path.write_bytes(jsonl(*records) + b"not json\n")
+
+
+def test_the_summary_counts_every_verdict_kind_written_with_containment_on(tmp_path: Path) -> None:
+    containment_corpus(tmp_path / "in.jsonl")
+
+    result = run_cli("in.jsonl", "-o", "out.jsonl", "--containment-threshold", "0.8", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    kinds = Counter(v["verdict"] for v in verdict_records((tmp_path / "out.jsonl").read_bytes()))
+    assert kinds == {"unique": 3, "duplicate": 1, "contained": 1, "contains": 1}
+    summary = result.stderr.decode().splitlines()[-1]
+    # The unique ones are the rest: every line written is in a count.
+    assert summary.startswith("6 documents, 1 duplicate (16.7%), 1 contained, 1 contains, "), summary
+    assert summary.endswith(", 1 rejected"), summary
 
 
 def test_a_bad_containment_setting_exits_2_naming_it(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from stream_dedup.cli.dedup_report import BIN_WIDTH, DedupReport
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Verdict
 from tests.browser import PageElements
-from tests.cli.test_dedup_command import jsonl, near_copy, run_cli, text, verdict_records
+from tests.cli.test_dedup_command import containment_corpus, jsonl, near_copy, run_cli, text, verdict_records
 
 HOSTILE = '<script>alert("x")</script>'
 
@@ -146,6 +146,21 @@ def test_the_report_of_a_run_counts_its_verdicts_and_shows_its_largest_clusters_
         assert row[5] == texts[row[3]]  # each example is its line's original text
     hostile_row = next(row for row in rows if row[3] == HOSTILE)
     assert hostile_row[5].endswith(HOSTILE)
+
+
+def test_the_report_counts_every_verdict_kind_written_with_containment_on(tmp_path: Path) -> None:
+    containment_corpus(tmp_path / "in.jsonl")
+
+    containment = ("--containment-threshold", "0.8")
+    result = run_cli("in.jsonl", "-o", "out.jsonl", *containment, "--report", "r.html", cwd=tmp_path)
+
+    assert result.returncode == 0, result.stderr
+    kinds = Counter(v["verdict"] for v in verdict_records((tmp_path / "out.jsonl").read_bytes()))
+    page = PageElements((tmp_path / "r.html").read_text(encoding="utf-8"))
+    shown = {kind: page.value(key) for kind, key in [("unique", "unique"), ("duplicate", "duplicates")]}
+    shown |= {kind: page.value(kind) for kind in ("contained", "contains")}
+    assert shown == kinds and set(kinds) == {"unique", "duplicate", "contained", "contains"}
+    assert page.value("documents") == sum(kinds.values()) == 6
 
 
 def test_a_report_of_standard_input_says_why_it_shows_no_texts(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import time
 import pytest
 
 from stream_dedup.cli.progress import Progress
+from stream_dedup.engine import DetectorStats
 
 
 @pytest.mark.parametrize(
@@ -18,5 +19,5 @@ def test_the_rate_keeps_its_figures_when_documents_are_few_and_slow(
     progress = Progress(out)
     started = time.monotonic()
     monkeypatch.setattr(time, "monotonic", lambda: started + seconds)
-    progress.finish(documents, 0, 0)
+    progress.finish(DetectorStats(documents=documents), 0)
     assert f", {seconds:.1f} s, {rate}" in out.getvalue()
