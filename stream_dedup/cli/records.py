@@ -5,6 +5,7 @@ A malformed line never aborts a run and never vanishes: it becomes a
 """
 
 import io
+import json
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import cast
 
 from stream_dedup.cli.compressed_input import READ_ERRORS, decompressed, unreadable
 from stream_dedup.engine.documents import Refusal, read_json_document
+from stream_dedup.engine.field_paths import find_field
 from stream_dedup.text.normalize import DEFAULT_FOLDING, Folding
 
 #: Largest record judged, in UTF-8 bytes of its line (``--max-document-bytes``): a longer line is rejected.
@@ -113,5 +115,17 @@ def _parse(number: int, line: str, id_field: str, text_field: str, folding: Fold
     if isinstance(fields, Refusal):
         return Reject(number, fields.detail, line)
     if fields.id is None:
-        return Reject(number, f"field {id_field!r} must be a non-empty string or an integer", line)
+        return Reject(number, _no_id(line, id_field), line)
     return Record(number, fields.id, fields.text)
+
+
+def _no_id(line: str, id_field: str) -> str:
+    """Why a line read as a document has no id: its id field is missing, or null (which counts as missing).
+
+    The stage takes the record key then; a line has none. Said as such: "must be
+    a non-empty string or an integer" sent a user looking for a wrong value that
+    was not there. The line is parsed again, once per such reject: it has passed
+    every check already.
+    """
+    state = "null" if find_field(json.loads(line), id_field) is None else "missing"
+    return f"field {id_field!r} is {state}: every line needs an id, a non-empty string or an integer"

@@ -332,7 +332,9 @@ MALFORMED = {
         "not valid JSON: Unterminated string starting at column 21",
     ),
     "a JSON string": (b'"just some text"', "expected a JSON object, got str"),
-    "missing id": (b'{"text": "some text here"}', "field 'id' must be a non-empty string or an integer"),
+    # Not an id of the wrong kind: there is none (the stage would take the record key; a line has no key).
+    "missing id": (b'{"text": "some text here"}', "field 'id' is missing: every line needs an id"),
+    "null id": (b'{"id": null, "text": "some text here"}', "field 'id' is null: every line needs an id"),
     "empty id": (b'{"id": "", "text": "some text here"}', "field 'id' must be a non-empty string or an integer"),
     "boolean id": (b'{"id": true, "text": "some text here"}', "field 'id' must be a non-empty string or an integer"),
     "numeric text": (b'{"id": "x", "text": 42}', "field 'text' must be a string"),
