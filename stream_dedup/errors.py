@@ -21,6 +21,18 @@ class InputError(StreamDedupError):
     """A document cannot be processed (for example its text is empty)."""
 
 
+class OutputError(StreamDedupError):
+    """An output file of an offline command cannot be written (a full disk, a device that takes no data).
+
+    The message names the flag, the path and the system's reason; the command exits 1.
+    """
+
+    def __init__(self, flag: str, path: str, error: OSError) -> None:
+        super().__init__(f"cannot write {path} ({flag}): {error.strerror or error}")
+        self.flag = flag
+        self.path = path
+
+
 class SnapshotError(StreamDedupError):
     """A snapshot file cannot be used."""
 

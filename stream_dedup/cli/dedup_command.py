@@ -15,7 +15,8 @@ from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.flag_types import field_setting, non_empty_text, whole_number
 from stream_dedup.cli.interruption import Interrupted, interruptible
 from stream_dedup.cli.options import add_detection_options, config_from
-from stream_dedup.cli.output_paths import check_writable, refuse_clashes, refuse_unwritable
+from stream_dedup.cli.output_files import open_output, writing
+from stream_dedup.cli.output_paths import refuse_clashes, refuse_unwritable
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject, input_lines, read_records
 from stream_dedup.config import DetectionConfig
@@ -105,12 +106,10 @@ def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path
     rejected = 0
     with ExitStack() as stack:
         source = input_lines(args.input)
-        # Checked now, written at the end: a report path that cannot be written fails before the run, and
-        # before the verdicts file is opened (emptied): an earlier run's verdicts are not lost to a typo, nor
-        # its report to a run that does not finish.
-        if args.report:
-            check_writable(args.report)
-        sink = sys.stdout if args.output == "-" else stack.enter_context(open(args.output, "w", encoding="utf-8"))
+        # Every output path was checked before (refuse_unwritable), the report's without emptying it: an
+        # earlier run's verdicts are not lost to a typo, nor its report to a run that does not finish.
+        output = "standard output" if args.output == "-" else args.output
+        sink = sys.stdout if args.output == "-" else open_output(stack, "--output", args.output)
         report = DedupReport(config) if args.report else None
         rejects_file: TextIO | None = None
         # The texts of pairs too near the threshold for the sketch (see engine.text_verification).
@@ -120,9 +119,10 @@ def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path
         for batch, bad in _batches(records, _batch_documents(config)):
             for reject in bad:
                 if rejects_file is None:
-                    rejects_file = stack.enter_context(open(rejects_path, "w", encoding="utf-8"))
+                    rejects_file = open_output(stack, "--rejects", str(rejects_path))
                 # ASCII escapes keep a line that was not UTF-8 writable, byte for byte.
-                rejects_file.write(json.dumps(reject.to_dict()) + "\n")
+                with writing("--rejects", str(rejects_path)):
+                    rejects_file.write(json.dumps(reject.to_dict()) + "\n")
                 _tell_reject(reject, rejected, rejects_path)
                 rejected += 1
             if batch:
@@ -132,15 +132,17 @@ def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path
                 verdicts = detector.process(ids, texts, normalized=True, sources=lines, document_texts=spool)
                 if spool is not None:
                     _forget_evicted(spool, detector)
-                sink.writelines(map(verdict_line, verdicts, lines))
+                with writing("--output", output):
+                    sink.writelines(map(verdict_line, verdicts, lines))
                 if report is not None:
                     report.add(verdicts, lines)
             progress.update(detector.stats)
-        sink.flush()
+        with writing("--output", output):
+            sink.flush()
         if report is not None:
             page = _report_page(args, report, rejected, progress.elapsed)
-            with open(args.report, "w", encoding="utf-8") as report_file:
-                report_file.write(page)
+            with ExitStack() as report_stack, writing("--report", args.report):
+                open_output(report_stack, "--report", args.report).write(page)
     progress.finish(detector.stats, rejected)
     if args.report:
         print(f"report written to {args.report}", file=sys.stderr)

@@ -30,10 +30,12 @@ def refuse_clashes(input_path: str, outputs: dict[str, str]) -> None:
 
 
 def refuse_unwritable(outputs: dict[str, str]) -> None:
-    """Raise :class:`ConfigError` naming the flag of an output that is a directory or in a directory that is not one.
+    """Raise :class:`ConfigError` naming the flag of an output that is a directory, in a directory that is
+    not one, or that cannot be opened for writing (``/proc/version``, a file or directory without permission).
 
     Before the run: the rejects file is opened at the first reject, after
-    verdicts have been written, and an open that fails names a path, not the flag.
+    verdicts have been written, and an open that fails names a path, not the
+    flag; a report is written at the end, after the whole run.
     """
     for flag, path in outputs.items():
         target = Path(path)
@@ -41,6 +43,10 @@ def refuse_unwritable(outputs: dict[str, str]) -> None:
             raise ConfigError(flag, f"{path} is a directory: give the name of a file")
         if not target.parent.is_dir():
             raise ConfigError(flag, f"{path} cannot be made: {target.parent} is not a directory")
+        try:
+            _check_writable(path)
+        except OSError as error:
+            raise ConfigError(flag, f"{path} cannot be written: {error.strerror or error}") from error
 
 
 def _identity(path: str) -> tuple[int, int] | Path | None:
@@ -56,12 +62,12 @@ def _identity(path: str) -> tuple[int, int] | Path | None:
     return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) else None
 
 
-def check_writable(path: str) -> None:
+def _check_writable(path: str) -> None:
     """Fail now (``OSError``) if ``path`` cannot be written, without emptying it or leaving a file behind.
 
-    For a file written at the end of a run (the report, the plot): opened
-    for writing at the start, it was emptied there, so a run interrupted or
-    failing on the way left an empty file in place of an earlier complete one.
+    Not by opening it for writing: a file written at the end of a run (the
+    report, the plot) was emptied there, so a run interrupted or failing on
+    the way left an empty file in place of an earlier complete one.
     What is not a regular file (``/dev/null``, a named pipe) is not opened
     twice: a pipe's reader would see the first close as its end.
     """

@@ -2,6 +2,7 @@
 
 import argparse
 import math
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,8 @@ from stream_dedup.cli.containment_plan import containment_plan_lines
 from stream_dedup.cli.flag_types import non_empty_text, whole_number
 from stream_dedup.cli.interruption import interruptible
 from stream_dedup.cli.options import add_detection_options, config_from
-from stream_dedup.cli.output_paths import check_writable, refuse_clashes, refuse_unwritable
+from stream_dedup.cli.output_files import open_output, writing
+from stream_dedup.cli.output_paths import refuse_clashes, refuse_unwritable
 from stream_dedup.cli.records import Reject, input_lines, read_records
 from stream_dedup.cli.s_curve_plot import curve_edges, s_curve_svg
 from stream_dedup.config import EXPECTED_DOCUMENTS, DetectionConfig
@@ -55,10 +57,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         # ``--plot`` on the sample emptied it before it was read: refused as dedup refuses its outputs.
         refuse_clashes(args.sample or "-", {"--plot": args.plot})
-        refuse_unwritable({"--plot": args.plot})
         # Checked first, written last: a path that cannot be written fails before the sample is measured,
         # and a run stopped while measuring leaves an earlier plot as it was.
-        check_writable(args.plot)
+        refuse_unwritable({"--plot": args.plot})
     with interruptible():
         print(f"method {config.method}")
         if config.uses_minhash:
@@ -71,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
         if args.plot:
             measured = _measure_curve(texts, config) if texts is not None else None
             svg = s_curve_svg(config, measured, Path(args.sample).name if args.sample else "")
-            with open(args.plot, "w", encoding="utf-8") as plot:
-                plot.write(svg)
+            with ExitStack() as stack, writing("--plot", args.plot):
+                open_output(stack, "--plot", args.plot).write(svg)
             print(f"\nS-curve drawn to {args.plot}")
     return 0
 

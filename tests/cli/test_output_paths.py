@@ -62,3 +62,43 @@ def test_devices_may_take_every_output(tmp_path: Path) -> None:
     (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
     result = run_cli("in.jsonl", "-o", "/dev/null", "--report", "/dev/null", cwd=tmp_path)
     assert result.returncode == 0, result.stderr.decode()
+
+
+UNWRITABLE = {
+    # Written only once read: the verdicts at the first batch, the report at the end. Exit 1, as any failure
+    # of the system during a run, but named: Python's message named neither the path nor the flag.
+    "verdicts to a full device": (["-o", "/dev/full"], "--output", 1, "cannot write /dev/full (--output): "),
+    "report to a full device": (["-o", "v.jsonl", "--report", "/dev/full"], "--report", 1, "cannot write /dev/full"),
+    "rejects to a full device": (["-o", "v.jsonl", "--rejects", "/dev/full"], "--rejects", 1, "cannot write /dev/full"),
+    # A file that cannot be opened for writing (as root, nor appended to) is a setting refused before the run.
+    "verdicts to a read-only pseudo-file": (
+        ["-o", "/proc/version"],
+        "--output",
+        2,
+        "invalid setting '--output': /proc/version cannot be written: ",
+    ),
+    "report to a read-only pseudo-file": (
+        ["-o", "v.jsonl", "--report", "/proc/version"],
+        "--report",
+        2,
+        "invalid setting '--report': /proc/version cannot be written: ",
+    ),
+}
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists() or not Path("/proc/version").exists(), reason="Linux devices")
+@pytest.mark.parametrize("args, flag, code, says", UNWRITABLE.values(), ids=UNWRITABLE.keys())
+def test_an_output_that_cannot_be_written_is_named_by_its_flag_its_path_and_the_reason(
+    tmp_path: Path, args: list[str], flag: str, code: int, says: str
+) -> None:
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}) + b"not json\n")
+
+    result = run_cli("in.jsonl", *args, cwd=tmp_path)
+
+    assert result.returncode == code, result.stderr
+    message = result.stderr.decode().splitlines()[-1]
+    assert message.startswith(f"stream-dedup: {says}") and flag in message, message
+    reason = message.rsplit(": ", 1)[1]
+    assert reason and "Errno" not in reason, message
+    if code == 1:
+        assert reason == "No space left on device", message

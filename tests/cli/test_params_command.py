@@ -287,6 +287,16 @@ def test_plot_to_a_path_that_cannot_be_written_fails_before_measuring(
     assert "--plot" in err
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="a Linux device")
+def test_plot_to_a_full_device_fails_naming_the_flag_the_path_and_the_reason(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, _, err = params(capsys, "--plot", "/dev/full")
+
+    assert code == 1
+    assert err == "stream-dedup: cannot write /dev/full (--plot): No space left on device\n"
+
+
 def test_plot_onto_the_sample_is_refused_and_leaves_the_sample_whole(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
