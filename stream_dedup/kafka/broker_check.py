@@ -32,7 +32,6 @@ steps 1, 2 and 4 through the public admin client and says less about step 3.
 
 import contextlib
 import logging
-import os
 import socket
 import time
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from kafka.errors import (
 
 from stream_dedup.errors import BrokersRejectedError, BrokersUnreachableError, ConfigError
 from stream_dedup.kafka.clients import KafkaConnection
+from stream_dedup.kafka.tls_files import check_tls_files
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +83,10 @@ def check_bootstrap_servers(connection: KafkaConnection, timeout_seconds: float 
     Raises :class:`~stream_dedup.errors.BrokersRejectedError` (exit 4) if any
     server refused us (TLS, SASL), else
     :class:`~stream_dedup.errors.BrokersUnreachableError` (exit 3); and
-    :class:`~stream_dedup.errors.ConfigError` (exit 2) for an SSL file that
-    does not exist.
+    :class:`~stream_dedup.errors.ConfigError` (exit 2) for a TLS file the
+    clients could not use (:mod:`stream_dedup.kafka.tls_files`).
     """
-    _check_ssl_files(connection)
+    check_tls_files(connection)
     answers = [probe_server(server, connection, timeout_seconds) for server in connection.servers()]
     if any(answer.problem is None for answer in answers):
         for answer in answers:
@@ -230,18 +230,6 @@ def _metadata(server: str, options: dict[str, Any], timeout_seconds: float) -> B
     finally:
         admin.close()
     return None
-
-
-def _check_ssl_files(connection: KafkaConnection) -> None:
-    for setting, path in (
-        ("ssl_cafile", connection.ssl_cafile),
-        ("ssl_certfile", connection.ssl_certfile),
-        ("ssl_keyfile", connection.ssl_keyfile),
-    ):
-        if path is not None and os.path.isdir(path):
-            raise ConfigError(setting, f"{path} is a directory: name the PEM file in it")
-        if path is not None and not os.path.isfile(path):
-            raise ConfigError(setting, f"no such file: {path}")
 
 
 def _settings(connection: KafkaConnection) -> str:
