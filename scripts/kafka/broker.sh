@@ -4,10 +4,14 @@
 #
 #   broker.sh fetch                          fetch the jars once into .cache/kafka/libs
 #   broker.sh start [--port N] [--data DIR] [--sasl-port M --sasl-user NAME:PASSWORD ...]
-#                   [--override KEY=VALUE ...]
+#                   [--ssl-port T --ssl-dir CERTS] [--override KEY=VALUE ...]
 #                                            start on 127.0.0.1:N (default 9092), print bootstrap;
 #                                            with --sasl-port, also a SASL_PLAINTEXT listener
 #                                            (mechanism PLAIN) on 127.0.0.1:M for the given users;
+#                                            with --ssl-port, also an SSL listener on 127.0.0.1:T
+#                                            requiring a client certificate (CERTS/broker.pem: the
+#                                            broker's key and certificate; CERTS/ca.pem: the CA
+#                                            its clients' certificates are signed by);
 #                                            each --override sets a broker property (last wins)
 #   broker.sh stop  [--data DIR]             SIGTERM, then SIGKILL after a timeout
 #   broker.sh status [--data DIR]
@@ -97,6 +101,19 @@ listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.secu
 EOF
 }
 
+# The SSL listener's lines: PEM files (no keystore to build), client certificates required.
+ssl_config() {
+    [[ -f $SSL_DIR/broker.pem && -f $SSL_DIR/ca.pem ]] || die "--ssl-dir needs broker.pem and ca.pem: $SSL_DIR"
+    cat <<EOF
+# SSL listener, for tests of TLS: the client must present a certificate the CA signed.
+ssl.keystore.type=PEM
+ssl.keystore.location=$SSL_DIR/broker.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$SSL_DIR/ca.pem
+ssl.client.auth=required
+EOF
+}
+
 # The --override lines, after everything else: Kafka takes the last value of a key, so they
 # win over the lines above (a test of a broker with limits other than Kafka's defaults).
 override_config() {
@@ -108,11 +125,15 @@ override_config() {
     done
 }
 
-write_config() {  # $1 = client port, $2 = controller port, $3 = SASL port or empty
+write_config() {  # $1 = client port, $2 = controller port, $3 = SASL port or empty, $4 = SSL port or empty
     local listeners="PLAINTEXT://127.0.0.1:$1" protocols="PLAINTEXT:PLAINTEXT"
     if [[ $3 ]]; then
         listeners+=",SASL_PLAINTEXT://127.0.0.1:$3"
         protocols+=",SASL_PLAINTEXT:SASL_PLAINTEXT"
+    fi
+    if [[ $4 ]]; then
+        listeners+=",SSL://127.0.0.1:$4"
+        protocols+=",SSL:SSL"
     fi
     cat >"$DATA/server.properties" <<EOF
 # Written by scripts/kafka/broker.sh: single-node KRaft broker for tests.
@@ -151,6 +172,7 @@ log.retention.bytes=268435456
 log.retention.check.interval.ms=60000
 EOF
     if [[ $3 ]]; then sasl_config >>"$DATA/server.properties"; fi
+    if [[ $4 ]]; then ssl_config >>"$DATA/server.properties"; fi
     if ((${#OVERRIDES[@]})); then override_config >>"$DATA/server.properties"; fi
     cat >"$DATA/log4j2.properties" <<'EOF'
 appender.out.type = Console
@@ -176,8 +198,13 @@ start() {
         port_in_use "$SASL_PORT" && die "port $SASL_PORT is already in use"
         ((${#SASL_USERS[@]})) || die "--sasl-port needs at least one --sasl-user NAME:PASSWORD"
     fi
+    if [[ $SSL_PORT ]]; then
+        [[ $SSL_PORT =~ ^[0-9]{1,5}$ && $SSL_PORT -gt 0 && $SSL_PORT -lt 65536 ]] || die "bad SSL port: $SSL_PORT"
+        port_in_use "$SSL_PORT" && die "port $SSL_PORT is already in use"
+        [[ $SSL_DIR ]] || die "--ssl-port needs --ssl-dir CERTS"
+    fi
     cport=$(free_port)
-    write_config "$port" "$cport" "$SASL_PORT"
+    write_config "$port" "$cport" "$SASL_PORT" "$SSL_PORT"
     if [[ ! -f "$DATA/kafka-logs/meta.properties" ]]; then
         # A random cluster id in Kafka's Uuid form: 16 bytes, URL-safe base64, no padding.
         # (Saves a JVM start over `StorageTool random-uuid`; ids starting with '-' would be
@@ -237,13 +264,15 @@ status() {
 }
 
 cmd=${1:-}; shift || true
-PORT="" DATA="$CACHE/data" SASL_PORT="" SASL_USERS=() OVERRIDES=()
+PORT="" DATA="$CACHE/data" SASL_PORT="" SASL_USERS=() SSL_PORT="" SSL_DIR="" OVERRIDES=()
 while [[ $# -gt 0 ]]; do
     case $1 in
         --port) PORT=${2:?--port needs a value}; shift 2 ;;
         --data) DATA=${2:?--data needs a value}; shift 2 ;;
         --sasl-port) SASL_PORT=${2:?--sasl-port needs a value}; shift 2 ;;
         --sasl-user) SASL_USERS+=("${2:?--sasl-user needs NAME:PASSWORD}"); shift 2 ;;
+        --ssl-port) SSL_PORT=${2:?--ssl-port needs a value}; shift 2 ;;
+        --ssl-dir) SSL_DIR=$(realpath -m "${2:?--ssl-dir needs a value}"); shift 2 ;;
         --override) OVERRIDES+=("${2:?--override needs KEY=VALUE}"); shift 2 ;;
         *) die "unknown argument: $1" ;;
     esac
@@ -255,5 +284,5 @@ case $cmd in
     start) start ;;
     stop) stop ;;
     status) status ;;
-    *) sed -n '2,15s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+    *) sed -n '2,19s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 esac

@@ -10,8 +10,8 @@ each bootstrap server itself, in the order a client meets the failures:
 2. a TCP connection opens within the timeout ("connection refused",
    "timed out after N s", "unreachable");
 3. kafka-python's own connection code (the very TLS and SASL code the
-   clients run) completes its handshake: TLS ("TLS handshake failed"), the
-   ApiVersions exchange, SASL ("authentication failed", "SASL mechanism not
+   clients run) completes its handshake: TLS ("TLS handshake failed",
+   "client certificate refused"), the ApiVersions exchange, SASL ("authentication failed", "SASL mechanism not
    enabled", "not a SASL listener");
 4. the broker answers a metadata request (a PLAINTEXT client on a SASL or
    TLS listener gets through 3 and is dropped here: "no Kafka answer").
@@ -59,7 +59,13 @@ DEFAULT_TIMEOUT_SECONDS = 5.0
 #: Answers meaning the broker is there but refuses us: fixing a setting helps,
 #: waiting does not (exit 4 rather than 3).
 REJECTIONS = frozenset(
-    {"TLS handshake failed", "authentication failed", "SASL mechanism not enabled", "not a SASL listener"}
+    {
+        "TLS handshake failed",
+        "client certificate refused",
+        "authentication failed",
+        "SASL mechanism not enabled",
+        "not a SASL listener",
+    }
 )
 
 
@@ -208,9 +214,22 @@ def _classify(server: str, error: BaseException, last_request: str = "") -> Brok
         return BrokerAnswer(server, "authentication failed", "the broker closed the connection on the credentials")
     if last_request.startswith("SaslHandshake"):
         return BrokerAnswer(server, "SASL mechanism not enabled", "the broker closed the connection on the mechanism")
-    if "Handshake failed" in text:
+    # A client certificate the broker refuses is answered with a TLS alert. Under TLS 1.3 the client has
+    # finished its side of the handshake by then, so kafka-python fails the first read instead ("no Kafka
+    # answer", exit 3, which said to check security_protocol); under TLS 1.2 the handshake itself fails.
+    alert = _tls_alert(text)
+    if alert and ("CERTIFICATE" in alert or "UNKNOWN_CA" in alert):
+        return BrokerAnswer(server, "client certificate refused", text[text.index("[SSL: ") :])
+    if "Handshake failed" in text or alert:
         return BrokerAnswer(server, "TLS handshake failed", text.split("Handshake failed: ", 1)[-1])
     return BrokerAnswer(server, "no Kafka answer", text)
+
+
+def _tls_alert(text: str) -> str | None:
+    """The name of the TLS alert the broker sent, in OpenSSL's words (``SSLV3_ALERT_BAD_CERTIFICATE``); None if none."""
+    _, found, rest = text.partition("[SSL: ")
+    name = rest.split("]", 1)[0]
+    return name if found and "_ALERT_" in name else None
 
 
 def _metadata(server: str, options: dict[str, Any], timeout_seconds: float) -> BrokerAnswer | None:
@@ -251,6 +270,10 @@ def _advice(answers: list[BrokerAnswer]) -> str:
         ("authentication failed", "Check sasl_username, sasl_password and sasl_mechanism."),
         ("SASL mechanism not enabled", "Set sasl_mechanism to one the brokers enable."),
         ("not a SASL listener", "Check security_protocol: this listener takes no SASL."),
+        (
+            "client certificate refused",
+            "Check ssl_certfile and ssl_keyfile: the brokers require a client certificate their truststore trusts.",
+        ),
         ("TLS handshake failed", "Check security_protocol and ssl_cafile, ssl_certfile, ssl_keyfile."),
         ("no Kafka answer", "Check security_protocol (it must be the listener's) and sasl_mechanism."),
         (

@@ -149,11 +149,18 @@ class JarBroker:
     """A local jar broker of our own, which a test may stop and start again (same port, same data).
 
     With ``sasl_users`` (name -> password) it also has a SASL_PLAINTEXT listener
-    (mechanism PLAIN) at ``sasl_bootstrap``; ``bootstrap`` stays PLAINTEXT.
+    (mechanism PLAIN) at ``sasl_bootstrap``; with ``ssl_dir`` (``broker.pem`` and
+    ``ca.pem``, see :func:`tests.tls.make_certificates`) an SSL listener requiring
+    client certificates at ``ssl_bootstrap``; ``bootstrap`` stays PLAINTEXT.
     ``overrides`` (property -> value) change the broker's own settings.
     """
 
-    def __init__(self, sasl_users: dict[str, str] | None = None, overrides: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        sasl_users: dict[str, str] | None = None,
+        overrides: dict[str, str] | None = None,
+        ssl_dir: Path | None = None,
+    ) -> None:
         if shutil.which("java") is None:
             raise NoBrokerError("the local jar broker needs Java (java on PATH)")
         _run_broker_sh("fetch", timeout=900)  # once per checkout: Maven Central download
@@ -163,14 +170,18 @@ class JarBroker:
         self.sasl_users = dict(sasl_users or {})
         self.sasl_port = _free_port() if self.sasl_users else None
         self.sasl_bootstrap = f"127.0.0.1:{self.sasl_port}" if self.sasl_users else None
+        self.ssl_dir = ssl_dir
+        self.ssl_port = _free_port() if ssl_dir else None
+        self.ssl_bootstrap = f"127.0.0.1:{self.ssl_port}" if ssl_dir else None
         self.overrides = dict(overrides or {})
 
     def start(self) -> None:
         sasl = ["--sasl-port", str(self.sasl_port)] if self.sasl_port else []
         for name, password in self.sasl_users.items():
             sasl += ["--sasl-user", f"{name}:{password}"]
+        tls = ["--ssl-port", str(self.ssl_port), "--ssl-dir", str(self.ssl_dir)] if self.ssl_dir else []
         overrides = [argument for item in self.overrides.items() for argument in ("--override", "=".join(item))]
-        _run_broker_sh("start", "--port", str(self.port), "--data", self.data, *sasl, *overrides, timeout=120)
+        _run_broker_sh("start", "--port", str(self.port), "--data", self.data, *sasl, *tls, *overrides, timeout=120)
         wait_for_broker(self.bootstrap, timeout=30)
 
     def stop(self) -> None:
@@ -205,10 +216,10 @@ def _local_jar_broker() -> Iterator[str]:
 
 @contextlib.contextmanager
 def jar_broker(
-    sasl_users: dict[str, str] | None = None, overrides: dict[str, str] | None = None
+    sasl_users: dict[str, str] | None = None, overrides: dict[str, str] | None = None, ssl_dir: Path | None = None
 ) -> Iterator[JarBroker]:
     """A started :class:`JarBroker`, stopped and deleted at the end."""
-    broker = JarBroker(sasl_users, overrides)
+    broker = JarBroker(sasl_users, overrides, ssl_dir)
     try:
         broker.start()
         yield broker
