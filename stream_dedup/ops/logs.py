@@ -64,6 +64,7 @@ def configure_logging(level: str, log_format: str, stream: TextIO | None = None)
 
     handler = logging.StreamHandler(target)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
+    handler.addFilter(SaslWarningOnce())
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
@@ -71,6 +72,30 @@ def configure_logging(level: str, log_format: str, stream: TextIO | None = None)
     root.setLevel(level_name)
     # NOTSET hands the decision back to the root level, also when a second call lowers it to DEBUG.
     logging.getLogger("kafka").setLevel(logging.NOTSET if level_name == "DEBUG" else logging.WARNING)
+
+
+class SaslWarningOnce(logging.Filter):
+    """Let each of kafka-python's SASL warnings through once per process, not once per connection.
+
+    With ``security_protocol = SASL_PLAINTEXT`` kafka-python warns at every
+    connection it authenticates that the credentials go unencrypted ("Sending
+    username and password in the clear", "Exchanging credentials in the clear
+    ..."): 24 lines per worker at start-up, 95 for a sharded stage's four
+    roles, and more at every reconnect and session restart. The first says it.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._seen: set[tuple[str, object]] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno != logging.WARNING or not record.name.startswith("kafka.net.sasl"):
+            return True
+        said = (record.name, record.msg)
+        if said in self._seen:
+            return False
+        self._seen.add(said)
+        return True
 
 
 class JsonFormatter(logging.Formatter):

@@ -170,6 +170,23 @@ def test_kafka_is_held_at_warning_unless_debugging() -> None:
     assert [line["message"] for line in json_lines(stream)] == ["broker unreachable", "connected"]
 
 
+def test_kafka_pythons_sasl_warning_is_said_once_not_per_connection() -> None:
+    stream = io.StringIO()
+    configure_logging("INFO", "json", stream)
+    plain, scram = logging.getLogger("kafka.net.sasl.plain"), logging.getLogger("kafka.net.sasl.scram")
+    for _ in range(12):  # a worker's connections at start-up
+        plain.warning("Sending username and password in the clear")
+        scram.warning("Exchanging credentials in the clear during Sasl Authentication")
+    plain.error("authentication failed")
+    plain.error("authentication failed")
+    assert [line["message"] for line in json_lines(stream)] == [
+        "Sending username and password in the clear",
+        "Exchanging credentials in the clear during Sasl Authentication",
+        "authentication failed",
+        "authentication failed",
+    ]
+
+
 @pytest.mark.parametrize("level", ["verbose", "", "20"])
 def test_an_unknown_level_names_the_setting_and_the_choices(level: str) -> None:
     with pytest.raises(ConfigError, match="DEBUG, INFO, WARNING, ERROR, CRITICAL") as raised:
