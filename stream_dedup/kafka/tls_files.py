@@ -29,9 +29,7 @@ def check_tls_files(connection: KafkaConnection) -> None:
 
     Checks, in kafka-python's order: each file exists and is a file, the CA
     bundle holds a certificate, the certificate file holds one, the key
-    belongs to it and opens with ``ssl_password``. A key without a
-    certificate is refused too: kafka-python would present no client
-    certificate at all, and the broker's refusal would not name the cause.
+    belongs to it and opens with ``ssl_password``.
     """
     if not connection.security_protocol.endswith("SSL"):
         return  # not read at all (the unused-settings warning says so)
@@ -45,11 +43,7 @@ def check_tls_files(connection: KafkaConnection) -> None:
     if c.ssl_cafile is not None:
         _check_certificates("ssl_cafile", c.ssl_cafile)
     if c.ssl_certfile is None:
-        if c.ssl_keyfile is not None:
-            raise ConfigError(
-                "ssl_keyfile", "is set without ssl_certfile: no client certificate would be sent; set ssl_certfile too"
-            )
-        return
+        return  # no client certificate: an ssl_keyfile alone is not read (the unused-settings warning says so)
     _check_certificates("ssl_certfile", c.ssl_certfile)
     _check_key(c.ssl_certfile, c.ssl_keyfile, c.ssl_password)
 

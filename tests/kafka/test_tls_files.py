@@ -73,11 +73,6 @@ def test_a_certificate_without_its_key_names_ssl_keyfile(certificates: Certifica
     assert error.setting == "ssl_keyfile" and "holds no private key" in str(error)
 
 
-def test_a_key_without_a_certificate_names_ssl_keyfile(certificates: Certificates) -> None:
-    error = _refusal(_connection(certificates, ssl_certfile=None))
-    assert error.setting == "ssl_keyfile" and "without ssl_certfile" in str(error)
-
-
 def test_files_are_not_read_without_tls(certificates: Certificates) -> None:
     """security_protocol PLAINTEXT or SASL_PLAINTEXT reads no TLS file: a bad one only draws the unused warning."""
     broken = _connection(certificates, ssl_cafile=str(certificates.stranger_key))
