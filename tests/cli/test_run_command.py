@@ -11,8 +11,6 @@ from stream_dedup.cli.main import main
 from stream_dedup.cli.settings_sources import setting_types
 from stream_dedup.worker.loop import Worker
 
-pytestmark = pytest.mark.usefixtures("root_logging_restored")
-
 
 def test_every_setting_has_a_flag(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):

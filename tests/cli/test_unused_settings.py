@@ -177,7 +177,6 @@ class _StoppedError(Exception):
     """Raised where the worker would be made: start-up is over."""
 
 
-@pytest.mark.usefixtures("root_logging_restored")
 def test_run_logs_each_unused_setting_once_at_start_up_and_exports_it(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -5,7 +5,6 @@ import io
 import json
 import logging
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +21,6 @@ CREATED = calendar.timegm((2026, 11, 21, 10, 0, 0)) + 0.123
 class Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
-
-
-@pytest.fixture(autouse=True)
-def restore_logging() -> Iterator[None]:
-    """configure_logging changes process-wide state: put it back after each test."""
-    root, kafka = logging.getLogger(), logging.getLogger("kafka")
-    handlers, level, kafka_level = list(root.handlers), root.level, kafka.level
-    yield
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    kafka.setLevel(kafka_level)
 
 
 def record(message: str = "duplicate published", **extra: Any) -> logging.LogRecord:
