@@ -122,7 +122,7 @@ class RecordLookup:
     def _fetch(self, topic: str, partition: int, offset: int) -> Any:
         if not self._exists(topic):
             return RecordGone(f"topic {topic} does not exist (any more)")
-        if partition not in self._consumer.partitions_for_topic(topic):
+        if not self._has_partition(topic, partition):
             return RecordGone(f"topic {topic} has no partition {partition}")
         where = TopicPartition(topic, partition)
         self._consumer.assign([where])
@@ -155,7 +155,7 @@ class RecordLookup:
         return found
 
     def _read_between(self, where: TopicPartition, start: int, end: int, found: list[Any]) -> None:
-        if not self._exists(where.topic) or where.partition not in self._consumer.partitions_for_topic(where.topic):
+        if not self._exists(where.topic) or not self._has_partition(where.topic, where.partition):
             return
         self._consumer.assign([where])
         self._consumer.seek(where, start)
@@ -179,6 +179,20 @@ class RecordLookup:
             self._topics = set(self._consumer.topics())
             self._topics_listed = now
         return topic in self._topics
+
+    def _has_partition(self, topic: str, partition: int) -> bool:
+        """Whether ``topic`` has ``partition``, asking the brokers again before saying no.
+
+        The consumer's metadata is as old as its last listing: a partition
+        added to the topic since (``kafka-topics --alter --partitions``) was
+        missing from it for up to 10 s, and its records were answered "no
+        partition" for good: a judge dead-lettered unique documents read there
+        as ``unique_record_gone`` instead of forwarding them.
+        """
+        if partition in self._consumer.partitions_for_topic(topic):
+            return True
+        self._topics_listed = float("-inf")  # a listing fetches every topic's metadata, their partitions too
+        return self._exists(topic) and partition in self._consumer.partitions_for_topic(topic)
 
     def _missing(self, where: TopicPartition, offset: int) -> RecordGone:
         """Why no record is at ``offset``: deleted, not written yet, or not a committed record."""
