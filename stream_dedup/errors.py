@@ -78,6 +78,16 @@ class RecreatedInputError(StreamDedupError):
     """
 
 
+class DeletedInputError(StreamDedupError):
+    """The input topic is gone, but the stage's history (its changelog, a sharded stage's sequenced topic) holds
+    batches judged of it: it was deleted, while the stage ran or since.
+
+    Created again by the stage (as at a first start, one partition), it would
+    be a new topic under the old name, that the stage's offsets are not of,
+    and producers writing to more partitions would fail. The process exits (1).
+    """
+
+
 class ReplayTimeoutError(ChangelogError):
     """The changelog's replay stopped moving (for 300 s by default): the brokers do not serve it.
 

@@ -7,6 +7,7 @@ from stream_dedup.worker.topics import (
     History,
     changelog_configs,
     check_history_retention,
+    refuse_deleted_input,
     refuse_lost_history,
     warn_of_deleted,
 )
@@ -38,6 +39,7 @@ def ensure_role_topics(settings: WorkerSettings, deleted_if_missing: bool = Fals
             ),
         ],
     )
+    refuse_deleted_input(connection, s.input_topic, "sequenced_topic", s.sequenced_topic)
     written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
     if deleted_if_missing:
         warn_of_deleted(s, written)

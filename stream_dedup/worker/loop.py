@@ -79,6 +79,11 @@ the changelog deleted (while the stage     ``refuse_lost_history`` at the      E
 runs, or since), the group having          start of every session: exit 1,     not exist", then "stream-dedup:
 committed offsets                          at every restart too (judging on    changelog_topic 'T' does not exist,
                                            would miss every earlier document)  but group 'G' has committed offsets"
+the input topic deleted (not created       ``Session.check_input_exists``:     ERROR "... MissingTopicError(
+again) while the stage runs, or before it  new session; ``refuse_deleted_      input_topic 'T' does not exist
+started, its changelog holding batches     input`` at its start: exit 1, at    (deleted?))", then "stream-dedup:
+                                           every restart too (the input is     input_topic 'T' does not exist, but
+                                           not created again)                  changelog_topic 'C' holds batches"
 the input topic deleted and created again  ``InputIdentity`` (kafka.          "stream-dedup: input_topic 'T' was
 under its name (while the process runs,    input_identity), against the id     deleted and created again under its
 or before it started), another cluster's   the changelog and snapshots note,   name, or is another cluster's copy

@@ -20,6 +20,7 @@ from kafka.consumer.subscription_state import ConsumerRebalanceListener
 from kafka.errors import KafkaError
 
 from stream_dedup.engine.detection import DuplicateDetector
+from stream_dedup.kafka.bounded_commit import MissingTopicError
 from stream_dedup.kafka.clients import log_offsets
 from stream_dedup.kafka.coordinator_silence import check_heard_from_coordinator
 from stream_dedup.kafka.group_offsets import committed_offset
@@ -205,9 +206,22 @@ class Session:
         worker would stand by silently forever. A fresh session joins again.
         """
         waited = self.awaiting_assignment_since
+        if waited is not None:
+            self.check_input_exists()  # a join waiting on a deleted input's metadata waits the limit below
         limit = max(30.0, 3 * self.settings.session_timeout_seconds)
         if waited is not None and time.monotonic() - waited > limit:
             raise KafkaError(f"no partition assignment {limit:.0f} s after (re)joining the group")
+
+    def check_input_exists(self) -> None:
+        """End the session if the input topic is gone: the next one stops the process, naming it
+        (:func:`~stream_dedup.worker.topics.refuse_deleted_input`).
+
+        Without this, a sole replica whose input was deleted said "standby:
+        another replica holds the partitions" for good, or, its join never
+        completing, created the input again at the next session.
+        """
+        if not self.consumer.partitions_for_topic(self.settings.input_topic):
+            raise MissingTopicError(f"input_topic {self.settings.input_topic!r} does not exist (deleted?)")
 
     def check_coordinator(self) -> None:
         """End the session if the group coordinator stopped answering (the brokers away): else a standby
@@ -222,6 +236,7 @@ class Session:
         self.worker.member_id = self.consumer.group_metadata().member_id
         self.events.partitions_assigned(len(assigned))
         if not assigned:
+            self.check_input_exists()  # the group rebalances when the input is deleted: no replica holds it
             self.active = False
             self.events.role_changed("standby", "standby: another replica holds the partitions")
             log.info("standby: another replica holds the partitions; tailing the changelog")

@@ -10,9 +10,18 @@ another matter (:func:`refuse_lost_history`).
 import logging
 from dataclasses import dataclass
 
-from stream_dedup.errors import LostHistoryError, TopicConfigError
+from kafka import TopicPartition
+
+from stream_dedup.errors import DeletedInputError, LostHistoryError, TopicConfigError
 from stream_dedup.kafka.changelog import START_OVER
-from stream_dedup.kafka.clients import KafkaConnection, TopicSpec, ensure_topics, missing_topics
+from stream_dedup.kafka.clients import (
+    KafkaConnection,
+    TopicSpec,
+    ensure_topics,
+    groupless_consumer,
+    log_offsets,
+    missing_topics,
+)
 from stream_dedup.kafka.group_offsets import has_committed
 from stream_dedup.kafka.topic_limits import size_limits, topic_configs
 from stream_dedup.worker.batch import Destinations
@@ -59,6 +68,7 @@ def ensure_stage_topics(settings: WorkerSettings, deleted_if_missing: bool = Fal
     s = settings
     written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
     refuse_lost_history(s.connection(), [History("changelog_topic", s.changelog_topic, s.group_id, s.input_topic)])
+    refuse_deleted_input(s.connection(), s.input_topic, "changelog_topic", s.changelog_topic)
     if deleted_if_missing:
         warn_of_deleted(s, written)
     partitions = ensure_topics(s.connection(), [TopicSpec(s.input_topic, 1)])[s.input_topic]
@@ -89,6 +99,35 @@ def refuse_lost_history(connection: KafkaConnection, histories: list[History]) -
                 "(while the stage ran, or since). Going on from those offsets would judge each document against "
                 f"an index missing every one before it (or wait for answers lost with it). To start over, {START_OVER}"
             )
+
+
+def refuse_deleted_input(connection: KafkaConnection, input_topic: str, setting: str, history_topic: str) -> None:
+    """Raise :class:`DeletedInputError` if ``input_topic`` is missing while ``history_topic`` holds batches of it.
+
+    A missing input is created (one partition) only at a first start. The
+    group's committed offsets cannot tell, since Kafka drops them with the
+    topic: the history can (a record ever written, even one retention
+    deleted since, leaves its end offset above 0). A stage whose input was
+    deleted under it stood by for good ("another replica holds the
+    partitions"), or created the input again with one partition.
+    """
+    if not missing_topics(connection, [input_topic]):
+        return
+    where = TopicPartition(history_topic, 0)
+    if missing_topics(connection, [history_topic]):
+        return
+    consumer = groupless_consumer(connection, "earliest")
+    try:
+        if log_offsets(consumer, [where])[where] == 0:
+            return
+    finally:
+        consumer.close()
+    raise DeletedInputError(
+        f"input_topic {input_topic!r} does not exist, but {setting} {history_topic!r} holds batches judged of it: "
+        "the input was deleted (while the stage ran, or since), and the stage does not create it again (a new "
+        "topic under the old name is not the one its offsets are of). Point input_topic at the topic to judge; "
+        f"to judge a new topic of this name, {START_OVER}"
+    )
 
 
 def warn_of_deleted(settings: WorkerSettings, written: list[str]) -> None:

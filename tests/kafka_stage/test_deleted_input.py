@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import logging
 import time
@@ -16,8 +17,10 @@ from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
 
-from stream_dedup.errors import RecreatedInputError
+from stream_dedup.errors import DeletedInputError, RecreatedInputError
+from stream_dedup.kafka.clients import KafkaConnection, missing_topics
 from stream_dedup.kafka.input_identity import InputIdentity
+from stream_dedup.roles.launch import role_runner
 from stream_dedup.worker.events import WorkerEvents
 
 from .clear_corpus import brute_force_verdicts, clear_corpus
@@ -157,6 +160,14 @@ def test_a_reset_of_the_groups_offsets_back_is_not_taken_and_says_so(
     assert len(warnings) == 1 and "0: 0, 30" in warnings[0] and "new group_id" in warnings[0], caplog.text
 
 
+def end_offset(bootstrap: str, topic: str) -> int:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap)
+    try:
+        return int(consumer.end_offsets([TopicPartition(topic, 0)])[TopicPartition(topic, 0)])
+    finally:
+        consumer.close()
+
+
 def recreate_topic(bootstrap: str, topic: str, partitions: int) -> None:
     """Delete ``topic`` and create it again under its name, as soon as the brokers let go of the old one."""
     delete_topic(bootstrap, topic)
@@ -237,3 +248,34 @@ def test_a_group_moved_to_another_input_topic_stops_saying_that_input_topic_may_
     failure = failure_of(moved.settings(batch_size=20))
     assert isinstance(failure, RecreatedInputError)
     assert "input_topic was changed under this group_id" in str(failure)
+
+
+def test_an_input_topic_deleted_under_the_stage_stops_it_naming_the_topic_and_is_not_created_again(
+    stage: Stage,
+) -> None:
+    # Before: the sole replica said "standby: another replica holds the partitions" for good, logging 12
+    # "Topic ... not found" ERRORs a second; or, its join never completing, it created the input again, one
+    # partition wide, at the next session.
+    corpus = clear_corpus(60, 0)
+    with concurrent.futures.ThreadPoolExecutor(1) as running:
+        stopped = running.submit(failure_of, stage.settings(batch_size=20), 90)
+        produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60), int(time.time() * 1000)))
+        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=60)
+        delete_topic(stage.bootstrap, stage.input_topic)
+        failure = stopped.result()
+    assert isinstance(failure, DeletedInputError)
+    assert f"input_topic {stage.input_topic!r} does not exist" in str(failure)
+    assert missing_topics(KafkaConnection(stage.bootstrap), [stage.input_topic]) == [stage.input_topic]
+
+
+def test_a_stage_or_signer_started_after_its_input_was_deleted_stops_and_creates_nothing(stage: Stage) -> None:
+    corpus = clear_corpus(60, 0)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60), int(time.time() * 1000)))
+    signer = stage.settings("signer-1", role="signer", batch_size=20)
+    with worker_thread(stage.settings(batch_size=20)), role_threads(signer):
+        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+        wait_until(lambda: end_offset(stage.bootstrap, signer.sequenced_topic) > 0, 60, "a sequenced batch")
+    delete_topic(stage.bootstrap, stage.input_topic)
+    for failure in (failure_of(stage.settings(batch_size=20)), failure_of(signer, runner=role_runner)):
+        assert isinstance(failure, DeletedInputError), failure
+    assert missing_topics(KafkaConnection(stage.bootstrap), [stage.input_topic]) == [stage.input_topic]
