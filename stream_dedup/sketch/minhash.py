@@ -14,7 +14,7 @@ Example::
     estimate_jaccard(sigs[0], sigs[1])
 """
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -30,6 +30,11 @@ from stream_dedup.text.hashing import U64, Uint64Array
 
 Scheme = Literal["oph", "classic"]
 SignatureArray = npt.NDArray[np.uint32]
+
+#: Sketch cells (rows x bins) signed at once: 4 MiB of uint64 a sketch array. A chunk of shingles is sized
+#: by its grid of tokens, so one of short documents has many rows: 13,000 of 10 characters made sketches of
+#: 107 MB, and densifying them (a copy, the empty bins' positions and sources) took 400 MB more.
+SKETCH_CELLS = 1 << 19
 
 
 class Sketched(NamedTuple):
@@ -96,11 +101,11 @@ class MinHasher:
         """
         chunks = shingle_chunks(texts, self.shingling, self.seed, folded)
         if shingles:
-            for chunk in whole_chunks(chunks):
+            for chunk in self._row_bounded(whole_chunks(chunks)):
                 yield Sketched(chunk.rows, self.sketch_chunk(chunk), chunk)
             return
         merged: Uint64Array | None = None
-        for chunk in chunks:
+        for chunk in self._row_bounded(chunks):
             sketch = self.sketch_chunk(chunk)
             if not chunk.piece:
                 yield Sketched(chunk.rows, sketch, chunk)
@@ -109,6 +114,17 @@ class MinHasher:
             if chunk.final:
                 yield Sketched(chunk.rows, merged, None)
                 merged = None
+
+    def _row_bounded(self, chunks: Iterable[ShingleChunk]) -> Iterator[ShingleChunk]:
+        """``chunks`` cut into runs of rows whose sketches take at most :data:`SKETCH_CELLS` cells (views, no copy)."""
+        most = max(1, SKETCH_CELLS // self.num_perm)
+        for chunk in chunks:
+            if chunk.rows.size <= most:
+                yield chunk
+                continue
+            for start in range(0, chunk.rows.size, most):
+                part = slice(start, start + most)
+                yield ShingleChunk(chunk.rows[part], chunk.hashes[part], chunk.counts[part])
 
     def sketch_chunk(self, chunk: ShingleChunk) -> Uint64Array:
         """Sketch the documents of one chunk of shingle hashes."""

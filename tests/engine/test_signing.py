@@ -1,5 +1,7 @@
 """Signing raw text equals signing its normalised form: whitespace is collapsed in numpy on one path only."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,6 +10,7 @@ from hypothesis import strategies as st
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector
 from stream_dedup.errors import InputError
+from stream_dedup.sketch.minhash import SKETCH_CELLS
 from stream_dedup.text import Folding, normalize
 
 _SPACES = " \t\n\r\x0b\x0c\x1c\x85\xa0\u2003\u3000"
@@ -32,3 +35,34 @@ def test_raw_and_normalised_texts_get_the_same_sketches_and_keys(texts: list[str
 def test_a_text_of_whitespace_only_is_rejected_naming_its_position() -> None:
     with pytest.raises(InputError, match="position 1"):
         Detector(DetectionConfig()).sign(["fine text", "\u3000 \t\n"])
+
+
+def _short_texts(count: int) -> list[str]:
+    """``count`` distinct texts of 10 to 20 characters: a chunk of them is thousands of rows."""
+    return [f"note {i:06d} ok" + "!" * (i % 7) for i in range(count)]
+
+
+def test_signing_many_short_texts_holds_a_few_bounded_sketch_arrays() -> None:
+    """4,096 texts of ~15 characters are one grid of tokens, but their 1,024-bin sketches are signed in runs of
+    SKETCH_CELLS: the peak is a few arrays of that size, not 4,096 x 1,024 x 8 bytes (32 MiB) several times over
+    (it was 160 MiB)."""
+    detector = Detector(DetectionConfig())
+    texts = _short_texts(4096)
+    detector.sign(texts[:8])  # tables built once (probe offsets, ranks), not counted
+    tracemalloc.start()
+    try:
+        detector.sign(texts)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    kept = len(texts) * (DetectionConfig().sketch_bits // 8 + 4 * DetectionConfig().num_perm)  # bits + signatures
+    assert peak < 8 * SKETCH_CELLS * 8 + 2 * kept
+
+
+def test_short_texts_signed_together_or_apart_get_the_same_sketches_and_keys() -> None:
+    detector = Detector(DetectionConfig())
+    texts = _short_texts(3000)
+    together = detector.sign(texts)
+    apart = [detector.sign(texts[start : start + 100]) for start in range(0, len(texts), 100)]
+    assert np.array_equal(together.sketches, np.concatenate([a.sketches for a in apart]))
+    assert np.array_equal(together.keys, np.concatenate([a.keys for a in apart]))
