@@ -51,10 +51,16 @@ def input_lines(path: str) -> Iterator[str]:
 
 def _lines(text: io.TextIOWrapper, name: str) -> Iterator[str]:
     read = 0
+
+    def counted(line: str) -> str:
+        nonlocal read
+        read += 1
+        return line
+
+    # Delegated, not ``for line in text: yield line``: that kept each line in this frame while its record was
+    # judged, a copy of the longest document beside its parsed and normalised text.
     try:
-        for line in text:
-            yield line
-            read += 1
+        yield from map(counted, text)
     except READ_ERRORS as error:
         raise unreadable(name, read, error) from error
     finally:
@@ -92,15 +98,25 @@ def read_records(
 ) -> Iterator[Record | Reject]:
     """Parse JSON lines (numbered from 1); blank lines (JSON whitespace only) are skipped, longer ones than
     ``max_document_bytes`` rejected."""
-    for number, raw in enumerate(lines, start=1):
-        line = raw.rstrip("\r\n")
+    # No enumerate, no name for the line as read: enumerate's tuple and the name each held the line (as read,
+    # then stripped) while the record was judged, and a line is as large as its document, or up to four times
+    # (a str takes 4 bytes a character once one character is past U+FFFF).
+    number = 0
+    for line in map(_without_line_end, lines):
+        number += 1
         if not line.strip(_JSON_WHITESPACE):
             continue
         size = _utf8_size(line, max_document_bytes)
         if size > max_document_bytes:
             yield Reject(number, f"line of {size} bytes exceeds --max-document-bytes={max_document_bytes}", line)
             continue
-        yield _parse(number, line, id_field, text_field, folding)
+        parsed = _parse(number, line, id_field, text_field, folding)
+        del line  # this generator waits at the yield while the batch is judged: its record only
+        yield parsed
+
+
+def _without_line_end(line: str) -> str:
+    return line.rstrip("\r\n")
 
 
 def _utf8_size(line: str, limit: int) -> int:

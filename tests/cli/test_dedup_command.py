@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from hypothesis import strategies as st
 from stream_dedup.cli import dedup_command
 from stream_dedup.cli.dedup_command import verdict_line, verdict_record
 from stream_dedup.cli.main import main
-from stream_dedup.cli.records import read_records
+from stream_dedup.cli.records import Record, input_lines, read_records
 from stream_dedup.engine import Verdict
 from stream_dedup.text import spool as spool_module
 from stream_dedup.text.spool import TextSpool
@@ -899,3 +900,22 @@ def test_under_max_documents_the_text_spool_holds_about_what_retention_does_and_
     assert max(numbers for numbers, _ in _MeasuredSpool.peaks) <= 2 * (125 + 25) + 1
     longest = max(len(t.encode()) for t in texts)
     assert max(size for _, size in _MeasuredSpool.peaks) <= 2 * (125 + 25) * longest
+
+
+def test_while_a_long_record_is_judged_the_reader_holds_nothing_of_it_but_its_text(tmp_path: Path) -> None:
+    # One emoji makes a Python str 4 bytes a character: the line as read, the line stripped (enumerate's tuple
+    # and the loop's name held them) and the text were three such copies while the record waited in its batch.
+    text = "a plain sentence of prose. " * 40_000 + "\U0001f600"
+    path = tmp_path / "long.jsonl"
+    path.write_text(json.dumps({"id": "long", "text": text}, ensure_ascii=False) + "\n" + '{"id": "b", "text": "x"}\n')
+    records = read_records(input_lines(str(path)))
+    tracemalloc.start()
+    try:
+        record = next(records)
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert isinstance(record, Record)
+    assert record.text == " ".join(text.split())
+    assert held < 1.5 * sys.getsizeof(record.text)  # and the file reader's buffer: no second copy of the text
+    assert [r.id for r in records if isinstance(r, Record)] == ["b"]
