@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-import tracemalloc
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from stream_dedup.text import spool as spool_module
 from stream_dedup.text.spool import TextSpool
 from tests.engine.test_text_verification import best_earlier_jaccard
 from tests.engine.test_text_verification import stream as text_stream
+from tests.traced_memory import traced
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VERDICT_FIELDS = [
@@ -909,12 +909,7 @@ def test_while_a_long_record_is_judged_the_reader_holds_nothing_of_it_but_its_te
     path = tmp_path / "long.jsonl"
     path.write_text(json.dumps({"id": "long", "text": text}, ensure_ascii=False) + "\n" + '{"id": "b", "text": "x"}\n')
     records = read_records(input_lines(str(path)))
-    tracemalloc.start()
-    try:
-        record = next(records)
-        held = tracemalloc.get_traced_memory()[0]
-    finally:
-        tracemalloc.stop()
+    record, held, _ = traced(lambda: next(records))
     assert isinstance(record, Record)
     assert record.text == " ".join(text.split())
     assert held < 1.5 * sys.getsizeof(record.text)  # and the file reader's buffer: no second copy of the text

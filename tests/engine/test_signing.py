@@ -1,7 +1,5 @@
 """Signing raw text equals signing its normalised form: whitespace is collapsed in numpy on one path only."""
 
-import tracemalloc
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,6 +10,7 @@ from stream_dedup.engine import Detector
 from stream_dedup.errors import InputError
 from stream_dedup.sketch.minhash import SKETCH_CELLS
 from stream_dedup.text import Folding, normalize
+from tests.traced_memory import traced
 
 _SPACES = " \t\n\r\x0b\x0c\x1c\x85\xa0\u2003\u3000"
 texts = st.lists(
@@ -49,12 +48,7 @@ def test_signing_many_short_texts_holds_a_few_bounded_sketch_arrays() -> None:
     detector = Detector(DetectionConfig())
     texts = _short_texts(4096)
     detector.sign(texts[:8])  # tables built once (probe offsets, ranks), not counted
-    tracemalloc.start()
-    try:
-        detector.sign(texts)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    _, _, peak = traced(lambda: detector.sign(texts))
     kept = len(texts) * (DetectionConfig().sketch_bits // 8 + 4 * DetectionConfig().num_perm)  # bits + signatures
     assert peak < 8 * SKETCH_CELLS * 8 + 2 * kept
 
