@@ -26,9 +26,11 @@ from stream_dedup.text.spool import TextSpool
 
 #: Documents per detector batch: large enough to amortise numpy calls.
 BATCH_SIZE = 4096
-#: Characters of text (and of rejected lines) per batch, at most but for one record: a batch holds its
-#: texts, and 4,096 documents of 1 MB held 4 GB.
-BATCH_CHARACTERS = 64 << 20
+#: Bytes of memory of a batch's texts (and rejected lines) as Python holds them, at most but for one record:
+#: a batch holds its texts, and 4,096 documents of 1 MB held 4 GB. Counted as memory, not characters: a
+#: ``str`` takes 1, 2 or 4 bytes a character (its widest one decides), and 64M characters each with an emoji
+#: took 256 MB (a batch of 1 MB lines peaked at 612 MB RSS, against 213 for ASCII ones).
+BATCH_TEXT_BYTES = 64 << 20
 #: Largest --max-document-bytes, as the stage's max_document_bytes.
 MAX_DOCUMENT_BYTES_LIMIT = 100 << 20
 #: Rejected lines named on standard error, each on a line of its own; the rejects file has them all.
@@ -244,7 +246,7 @@ def _batches(
     records: Iterator[Record | Reject], documents: int | None = None
 ) -> Iterator[tuple[list[Record], list[Reject]]]:
     """Group records into detector batches of ``documents`` records (default :data:`BATCH_SIZE`) or
-    :data:`BATCH_CHARACTERS`; rejects travel with the batch they interrupt.
+    :data:`BATCH_TEXT_BYTES`; rejects travel with the batch they interrupt.
 
     Input that cannot be read on (a cut or damaged compressed file) ends the
     run with its error, after the records read before it are judged.
@@ -252,19 +254,19 @@ def _batches(
     most = BATCH_SIZE if documents is None else documents
     batch: list[Record] = []
     bad: list[Reject] = []
-    characters = 0
+    held = 0
     unreadable: InputError | None = None
     try:
         for item in records:
             if isinstance(item, Reject):
                 bad.append(item)
-                characters += len(item.raw)
+                held += sys.getsizeof(item.raw)
             else:
                 batch.append(item)
-                characters += len(item.text)
-            if len(batch) >= most or characters >= BATCH_CHARACTERS:
+                held += sys.getsizeof(item.text)
+            if len(batch) >= most or held >= BATCH_TEXT_BYTES:
                 yield batch, bad
-                batch, bad, characters = [], [], 0
+                batch, bad, held = [], [], 0
     except InputError as error:
         unreadable = error
     if batch or bad:

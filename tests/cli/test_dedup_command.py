@@ -630,9 +630,9 @@ def test_verdicts_and_rejects_do_not_depend_on_the_batch_size(tmp_path: Path, mo
         monkeypatch.setattr(dedup_command, "BATCH_SIZE", batch_size)
         assert _dedup_in_process(tmp_path) == reference, f"BATCH_SIZE={batch_size}"
     monkeypatch.setattr(dedup_command, "BATCH_SIZE", 4096)
-    for characters in (1, 700, 2000, 5000):
-        monkeypatch.setattr(dedup_command, "BATCH_CHARACTERS", characters)
-        assert _dedup_in_process(tmp_path) == reference, f"BATCH_CHARACTERS={characters}"
+    for held in (1, 700, 2000, 5000):
+        monkeypatch.setattr(dedup_command, "BATCH_TEXT_BYTES", held)
+        assert _dedup_in_process(tmp_path) == reference, f"BATCH_TEXT_BYTES={held}"
 
     # The corpus really exercises both verdicts and rejects.
     kinds = {v["verdict"] for v in verdicts(reference[0])}
@@ -657,10 +657,10 @@ def test_max_documents_below_the_batch_size_still_forgets_the_documents_it_says(
     assert verdicts(result.stdout)[-1]["verdict"] == verdict
 
 
-def test_a_batch_holds_at_most_batch_characters_of_text_and_rejected_lines_but_one_record(
+def test_a_batch_holds_at_most_batch_text_bytes_of_text_and_rejected_lines_but_one_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(dedup_command, "BATCH_CHARACTERS", 1000)
+    monkeypatch.setattr(dedup_command, "BATCH_TEXT_BYTES", sys.getsizeof("x" * 1000))
     lines = [json.dumps({"id": str(i), "text": "x" * size}) for i, size in enumerate([400, 500, 2500, 300, 300])]
     lines[3] = "{" + "y" * 600  # a rejected line counts with its batch's texts
 
@@ -670,6 +670,20 @@ def test_a_batch_holds_at_most_batch_characters_of_text_and_rejected_lines_but_o
         ([1, 2, 3], []),
         ([5], [4]),
     ]
+
+
+def test_a_batch_of_texts_with_an_emoji_holds_a_quarter_of_the_characters(monkeypatch: pytest.MonkeyPatch) -> None:
+    # One character past U+FFFF makes a str 4 bytes a character: counted by characters, a batch of such
+    # texts held four times the memory of an ASCII one.
+    monkeypatch.setattr(dedup_command, "BATCH_TEXT_BYTES", sys.getsizeof("x" * 4000))
+    ascii_lines = [json.dumps({"id": str(i), "text": "x" * 299 + "y"}) for i in range(24)]
+    emoji_lines = [json.dumps({"id": str(i), "text": "x" * 299 + "\U0001f600"}) for i in range(24)]
+
+    ascii_batches = [len(batch) for batch, _ in dedup_command._batches(read_records(ascii_lines))]
+    emoji_batches = [len(batch) for batch, _ in dedup_command._batches(read_records(emoji_lines))]
+
+    assert ascii_batches == [12, 12]
+    assert emoji_batches == [4] * 6
 
 
 def _every_tenth_word_altered(original: str) -> str:
