@@ -44,6 +44,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.distinct import distinct_sorted
 from stream_dedup.engine.containment import ContainmentSearch, containment_verdicts
 from stream_dedup.engine.detection import BestMatches, DetectorStats, DuplicateDetector, verdicts_of
+from stream_dedup.engine.exact_copies import batch_copy_bounds, bounded_pairs, proven, stored_copy_bounds
 from stream_dedup.engine.pairs import (
     PAIRS_PER_ROUND,
     MeasuredPairs,
@@ -62,7 +63,7 @@ from stream_dedup.engine.text_verification import (
 from stream_dedup.engine.verdict import Verdict
 from stream_dedup.lsh.band_keys import content_slots, index_keys
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
-from stream_dedup.lsh.index import BandIndex, pairs_within_batch, ranks_within_batch
+from stream_dedup.lsh.index import BandIndex, BatchPairs, Lookup, pairs_within_batch, ranks_within_batch
 from stream_dedup.lsh.retention import Retention
 from stream_dedup.sketch.bit_sketch import bit_agreements, coarsen, estimate_similarity, one_bit_sketches
 from stream_dedup.sketch.oph import EMPTY
@@ -222,24 +223,29 @@ class Detector(DuplicateDetector):
         if self.containment is not None and batch.signed.set_sizes is None:
             raise ValueError("containment is on: the batch needs its set sizes")
         keys = batch.signed.keys
-        within = pairs_within_batch(keys, self.config.max_bucket_size, self.index.slots)
-        lookup = self.index.lookup(keys, within.ranks)
+        # Exact copies first: each row's candidates after its earliest copy cannot be its best (engine.exact_copies).
+        bounds, unmatched = stored_copy_bounds(self.index, batch.signed)
+        within = self._batch_pairs(keys, unmatched, earlier)
         ranks = ranks_within_batch(keys, self.index.slots) if self.index.slots > 1 else within.ranks
-        if earlier is not None:
-            # An earlier row another shard owns is entered there, not here.
-            kept = earlier[within.earlier_rows]
-            within = within._replace(
-                rows=within.rows[kept], earlier_rows=within.earlier_rows[kept], tables=within.tables[kept]
-            )
         first_seq = self.index.next_seq
+        bounds = batch_copy_bounds(bounds, unmatched, batch.signed, within, first_seq)
+        lookup = self.index.lookup(keys, within.ranks, bounds)
         counts = lookup.newest_counts + ranks
-        if self.containment is None:
-            rows = np.concatenate((lookup.rows, within.rows))
-            seqs = np.concatenate((lookup.seqs, within.earlier_rows.astype(np.int64) + first_seq))
-        else:
-            rows, seqs = self.containment.candidates(batch, lookup, within, first_seq)
+        rows, seqs = self._candidates(batch, lookup, bounded_pairs(within, bounds, first_seq), first_seq)
         pairs = self._measure(batch, rows, seqs, first_seq, document_texts)
-        return Probe(self._verify(batch.signed, pairs, first_seq), first_seq, counts, pairs)
+        best, verified = self._verify(batch.signed, pairs, first_seq)
+        unproven = ~proven(best, bounds)
+        if unproven.any():
+            # A copy's sketch hid a near-copy: those rows are measured against all their candidates.
+            every = self._batch_pairs(keys, unproven, earlier)
+            rows, seqs = self._candidates(batch, self.index.lookup(keys, within.ranks), every, first_seq)
+            again = unproven[rows]
+            more = self._measure(batch, rows[again], seqs[again], first_seq, document_texts)
+            pairs = MeasuredPairs.concat([pairs.take(np.flatnonzero(~unproven[pairs.rows])), more])
+            best, verified = self._verify(batch.signed, pairs, first_seq)
+        self.stats.verified += verified
+        self.last_batch_candidates = np.bincount(pairs.rows, minlength=len(batch.ids))
+        return Probe(best, first_seq, counts, pairs)
 
     def insert(self, batch: IndexedBatch, counts: npt.NDArray[np.int64]) -> None:
         """Index ``batch`` (sequence numbers ``index.next_seq`` onwards), its rows' :attr:`Probe.counts` given."""
@@ -248,6 +254,29 @@ class Detector(DuplicateDetector):
     def slots_of(self, batch: SignedBatch, slots: int) -> npt.NDArray[np.intp]:
         """The content slot of each row's keys (``lsh.band_keys.content_slots``)."""
         return content_slots(batch.keys, slots)
+
+    def _batch_pairs(
+        self, keys: npt.NDArray[np.uint32], wanting: npt.NDArray[np.bool_], earlier: npt.NDArray[np.bool_] | None
+    ) -> BatchPairs:
+        """The batch's pairs (:func:`pairs_within_batch`) of the rows ``wanting`` them, with the earlier rows
+        ``earlier`` marks (all if ``None``)."""
+        within = pairs_within_batch(keys, self.config.max_bucket_size, self.index.slots, wanting)
+        if earlier is None:
+            return within
+        # An earlier row another shard owns is entered there, not here.
+        kept = earlier[within.earlier_rows]
+        return within._replace(
+            rows=within.rows[kept], earlier_rows=within.earlier_rows[kept], tables=within.tables[kept]
+        )
+
+    def _candidates(
+        self, batch: IndexedBatch, lookup: Lookup, within: BatchPairs, first_seq: int
+    ) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.int64]]:
+        """``(rows, seqs)``: the candidate pairs of the stored documents and the batch's earlier rows (some twice)."""
+        if self.containment is not None:
+            return self.containment.candidates(batch, lookup, within, first_seq)
+        rows = np.concatenate((lookup.rows, within.rows))
+        return rows, np.concatenate((lookup.seqs, within.earlier_rows.astype(np.int64) + first_seq))
 
     def _measure(
         self,
@@ -260,7 +289,6 @@ class Detector(DuplicateDetector):
         """Every candidate pair once, with its Jaccard estimate and the similarity verification judges."""
         packed = distinct_sorted((rows.astype(np.int64) << _SEQ_BITS) | seqs)
         self.stats.candidates += int(packed.size)
-        self.last_batch_candidates = np.bincount(packed >> _SEQ_BITS, minlength=len(batch.ids))
         rows = (packed >> _SEQ_BITS).astype(np.intp)
         seqs = packed & ((1 << _SEQ_BITS) - 1)
         pairs = MeasuredPairs(rows, seqs, np.empty(packed.size), np.empty(packed.size))
@@ -301,8 +329,9 @@ class Detector(DuplicateDetector):
         self.stats.settled_by_text += int(np.count_nonzero(known))
         self.stats.unsettled += int(near.size - np.count_nonzero(known))
 
-    def _verify(self, batch: SignedBatch, pairs: MeasuredPairs, first_seq: int) -> BestMatches:
-        """Best verified match of every row (and, for the combined method, its Hamming distance)."""
+    def _verify(self, batch: SignedBatch, pairs: MeasuredPairs, first_seq: int) -> tuple[BestMatches, int]:
+        """Best verified match of every row (and, for the combined method, its Hamming distance), and how many
+        pairs verified."""
         n = len(batch)
         best_seq = np.full(n, -1, dtype=np.int64)
         best_similarity = np.zeros(n)
@@ -313,13 +342,12 @@ class Detector(DuplicateDetector):
         if distances is not None:
             near = distances <= self.config.max_hamming
             rows, seqs, similarity, distances = rows[near], seqs[near], similarity[near], distances[near]
-        self.stats.verified += int(rows.size)
         firsts = best_of_each_row(rows, seqs, similarity)
         best_seq[rows[firsts]] = seqs[firsts]
         best_similarity[rows[firsts]] = similarity[firsts]
         if best_distance is not None and distances is not None:
             best_distance[rows[firsts]] = distances[firsts]
-        return BestMatches(best_seq, best_similarity, best_distance)
+        return BestMatches(best_seq, best_similarity, best_distance), int(rows.size)
 
     def _hamming_distances(
         self, batch: SignedBatch, rows: npt.NDArray[np.intp], seqs: npt.NDArray[np.int64], first_seq: int

@@ -39,6 +39,25 @@ class MeasuredPairs:
     estimates: npt.NDArray[np.float64]
     similarity: npt.NDArray[np.float64]
 
+    def take(self, positions: npt.NDArray[np.intp]) -> "MeasuredPairs":
+        """The pairs at ``positions``, in that order."""
+        return MeasuredPairs(
+            self.rows[positions], self.seqs[positions], self.estimates[positions], self.similarity[positions]
+        )
+
+    @staticmethod
+    def concat(parts: "list[MeasuredPairs]") -> "MeasuredPairs":
+        """The pairs of ``parts`` (of distinct rows), in order of row and earlier document as measured ones come."""
+        rows = np.concatenate([part.rows for part in parts])
+        seqs = np.concatenate([part.seqs for part in parts])
+        order = np.lexsort((seqs, rows))
+        return MeasuredPairs(
+            rows[order],
+            seqs[order],
+            np.concatenate([part.estimates for part in parts])[order],
+            np.concatenate([part.similarity for part in parts])[order],
+        )
+
 
 def earlier_values(
     batch_values: np.ndarray,

@@ -77,6 +77,52 @@ class Lookup:
     tables: IntArray
 
 
+class _Found:
+    """A generation's matches of distinct queries, sorted by query and document: each query's run of them."""
+
+    def __init__(self, packed: npt.NDArray[np.int64], sizes: npt.NDArray[np.int64]) -> None:
+        self.packed = packed
+        self.sizes = sizes
+        self.starts = np.cumsum(sizes) - sizes
+
+    @classmethod
+    def of(cls, query: IntArray, local: IntArray, queries: int) -> "_Found":
+        """From the tables' ``(query, local)`` matches of ``queries`` distinct queries."""
+        packed = (query.astype(np.int64) << np.int64(32)) | local.astype(np.int64)
+        packed.sort()
+        return cls(packed, np.bincount(query, minlength=queries).astype(np.int64))
+
+    @property
+    def locals(self) -> npt.NDArray[np.int64]:
+        return self.packed & np.int64(0xFFFF_FFFF)
+
+    def up_to(self, asked: IntArray, limits: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """How many of the matches of each query ``asked[i]`` are numbered at most ``limits[i]``."""
+        limits = np.clip(limits, -1, 0xFFFF_FFFF)
+        ends = np.searchsorted(self.packed, (asked.astype(np.int64) << np.int64(32)) + limits, side="right")
+        return ends - self.starts[asked]
+
+    def runs(self, asked: IntArray, counts: npt.NDArray[np.int64]) -> tuple[IntArray, IntArray]:
+        """``(query, local)``: the first ``counts[i]`` matches of each query ``asked[i]``, for every ``i``."""
+        at = np.repeat(self.starts[asked], counts) + _positions_in_runs(counts)
+        query: IntArray = np.repeat(np.arange(asked.size), counts)
+        local: IntArray = self.locals[at].astype(np.intp)
+        return query, local
+
+    def in_slots(
+        self, generation: Generation, asked: IntArray, slots_asked: IntArray, slots: int
+    ) -> npt.NDArray[np.int64]:
+        """How many of the matches of each query ``asked[i]`` are stored documents of slot ``slots_asked[i]``."""
+        local = self.locals
+        codes = (self.packed >> np.int64(32)) * slots + stored_slots(generation.key_highs.values[local, -1], slots)
+        present, counts = np.unique(codes, return_counts=True)
+        if present.size == 0:
+            return np.zeros(asked.size, dtype=np.int64)
+        wanted = asked.astype(np.int64) * slots + slots_asked
+        at = np.minimum(np.searchsorted(present, wanted), present.size - 1)
+        return np.where(present[at] == wanted, counts[at], 0).astype(np.int64)
+
+
 class BandIndex:
     """Banded LSH index over generations of one-bit sketches."""
 
@@ -137,7 +183,12 @@ class BandIndex:
         """Bytes held by the index's arrays."""
         return sum(g.nbytes for g in self.generations)
 
-    def lookup(self, keys: KeyArray, batch_ranks: npt.NDArray[np.int64] | None = None) -> Lookup:
+    def lookup(
+        self,
+        keys: KeyArray,
+        batch_ranks: npt.NDArray[np.int64] | None = None,
+        bounds: npt.NDArray[np.int64] | None = None,
+    ) -> Lookup:
         """Stored documents sharing at least one key with each row of ``keys`` ``(n, bands + 1)``.
 
         ``batch_ranks[row, table]``, how many earlier rows of the batch share
@@ -146,33 +197,78 @@ class BandIndex:
         documents of the newest generation that those rows, entered first,
         would have displaced from a full band. Without it, every stored
         document is seen.
+
+        ``bounds[row]`` leaves out the row's matches numbered above it (an
+        exact copy's, ``engine.exact_copies``): the rest are those found
+        without it, and ``newest_counts`` counts every match still.
         """
         n, bands = keys.shape
-        query_band = np.tile(np.arange(bands), n)
-        flat_keys = keys.ravel()
+        # Each distinct (table, key) is looked up once: a hot key's copies ask the same thing thousands of times.
+        distinct, asked = np.unique(
+            (np.tile(np.arange(bands, dtype=U64), n) << U64(32)) | keys.ravel(), return_inverse=True
+        )
+        distinct_tables = (distinct >> U64(32)).astype(np.intp)
+        distinct_keys = distinct.astype(np.uint32)
+        query_rows = np.arange(n * bands) // bands
         rows: list[IntArray] = []
         seqs: list[npt.NDArray[np.int64]] = []
         tables: list[IntArray] = []
         newest_counts = np.zeros(n * bands, dtype=np.int64)
         for generation in self.generations:
-            query, local = generation.tables.lookup(query_band, flat_keys)
-            row, table = np.divmod(query, bands)
+            found = _Found.of(*generation.tables.lookup(distinct_tables, distinct_keys), distinct.size)
+            every = found.sizes[asked]
+            # A bound leaves out a query's matches numbered above it: the rest are a prefix of its run.
+            limits = None if bounds is None else bounds[query_rows] - generation.base_seq
+            wanted = every if limits is None else found.up_to(asked, limits)
             if generation is self.generations[-1]:
-                all_slots = np.bincount(query, minlength=n * bands)
-                newest_counts = all_slots
+                newest_counts = every
                 if self.slots > 1:  # the cap counts only the documents of the row's own slot
-                    stored = stored_slots(generation.key_highs.values[local, -1], self.slots)
-                    counted = query[stored == content_slots(keys, self.slots)[row]]
-                    newest_counts = np.bincount(counted, minlength=n * bands)
-                if batch_ranks is not None and self._crowded(all_slots.reshape(n, bands) + batch_ranks):
-                    held = np.flatnonzero(self._held(generation, keys, batch_ranks, query, table, local))
-                    row, table, local = row[held], table[held], local[held]
+                    newest_counts = found.in_slots(
+                        generation, asked, content_slots(keys, self.slots)[query_rows], self.slots
+                    )
+                if batch_ranks is not None and self._crowded(every.reshape(n, bands) + batch_ranks):
+                    # Whether a row still sees a match depends on every match of its query: those are all taken.
+                    query, local = found.runs(asked, np.where(wanted > 0, every, 0))
+                    row, table = np.divmod(query, bands)
+                    held = self._held(generation, keys, batch_ranks, query, table, local)
+                    if limits is not None:
+                        held &= local <= limits[query]
+                    kept = np.flatnonzero(held)
+                    rows.append(row[kept])
+                    seqs.append(local[kept].astype(np.int64) + generation.base_seq)
+                    tables.append(table[kept])
+                    continue
+            query, local = found.runs(asked, wanted)
+            row, table = np.divmod(query, bands)
             rows.append(row)
             seqs.append(local.astype(np.int64) + generation.base_seq)
             tables.append(table)
         return Lookup(
             np.concatenate(rows), np.concatenate(seqs), newest_counts.reshape(n, bands), np.concatenate(tables)
         )
+
+    def earliest_content_matches(self, keys: KeyArray) -> npt.NDArray[np.int64]:
+        """Per row of ``keys``, the earliest stored document its content key finds (-1: none).
+
+        It is one of the row's candidates in :meth:`lookup`, whatever the
+        caps did: the content key's matches are all seen. Generations are
+        read oldest first, and each only for the rows the older ones did not
+        answer.
+        """
+        n, tables = keys.shape
+        earliest = np.full(n, -1, dtype=np.int64)
+        for generation in self.generations:
+            pending = np.flatnonzero(earliest < 0)
+            if pending.size == 0:
+                break
+            distinct, asked = np.unique(keys[pending, -1], return_inverse=True)
+            query, local = generation.tables.lookup(np.full(distinct.size, tables - 1), distinct)
+            first = np.full(distinct.size, np.iinfo(np.int64).max)
+            np.minimum.at(first, query, local)
+            first = first[asked]
+            found = np.flatnonzero(first < np.iinfo(np.int64).max)
+            earliest[pending[found]] = first[found] + generation.base_seq
+        return earliest
 
     def _crowded(self, counts: npt.NDArray[np.int64]) -> bool:
         """Whether a band key holds, with the batch's earlier rows, more than the cap (``counts`` ``(n, tables)``).
@@ -408,7 +504,9 @@ class BatchPairs(NamedTuple):
     ranks: npt.NDArray[np.int64]
 
 
-def pairs_within_batch(keys: KeyArray, max_bucket_size: int, slots: int = 1) -> BatchPairs:
+def pairs_within_batch(
+    keys: KeyArray, max_bucket_size: int, slots: int = 1, wanting: npt.NDArray[np.bool_] | None = None
+) -> BatchPairs:
     """Candidate pairs among the rows of one batch, with the table of each, and each row's rank under its keys.
 
     As the index keeps them, a row is paired with at most
@@ -418,12 +516,15 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int, slots: int = 1) -> 
     under a band key the newest earlier rows of each slot. Both searches,
     Jaccard and containment, take a batch's own pairs from here, so a row
     sees the earlier rows of its batch that a batch of one row would have
-    seen: whatever the later rows of the batch displace.
+    seen: whatever the later rows of the batch displace. Only the rows
+    ``wanting`` them (all, if ``None``) get pairs; every row counts in the ranks.
     """
     n, tables = keys.shape
     groups = _key_groups(keys)
     cap = -(-max_bucket_size // slots)
     partners = np.minimum(groups.sharing - groups.group_start, cap)
+    if wanting is not None:
+        partners[~wanting[groups.flat_order[groups.sharing]]] = 0
     table = groups.sharing // max(n, 1)
     content = table == tables - 1
     # Usually no band key holds more earlier rows than a slot's share: each row then pairs with them all.
@@ -436,7 +537,7 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int, slots: int = 1) -> 
     pairs = BatchPairs(groups.flat_order[owner], groups.flat_order[partner], np.repeat(table, partners), groups.ranks)
     if not by_slot:
         return pairs
-    rows, earlier, band = _newest_of_each_slot(keys, slots, cap)
+    rows, earlier, band = _newest_of_each_slot(keys, slots, cap, wanting)
     return BatchPairs(
         np.concatenate((pairs.rows, rows)),
         np.concatenate((pairs.earlier_rows, earlier)),
@@ -445,9 +546,11 @@ def pairs_within_batch(keys: KeyArray, max_bucket_size: int, slots: int = 1) -> 
     )
 
 
-def _newest_of_each_slot(keys: KeyArray, slots: int, cap: int) -> tuple[IntArray, IntArray, IntArray]:
-    """``(rows, earlier rows, bands)``: under each band key, each row with the newest ``cap`` earlier rows of
-    every slot, as a band entered row by row keeps them.
+def _newest_of_each_slot(
+    keys: KeyArray, slots: int, cap: int, wanting: npt.NDArray[np.bool_] | None
+) -> tuple[IntArray, IntArray, IntArray]:
+    """``(rows, earlier rows, bands)``: under each band key, each row (of those ``wanting``, if given) with the
+    newest ``cap`` earlier rows of every slot, as a band entered row by row keeps them.
 
     The rows are grouped by (band, key, slot), in order within each group;
     the groups of one key are consecutive. For each row and each slot group
@@ -476,6 +579,8 @@ def _newest_of_each_slot(keys: KeyArray, slots: int, cap: int) -> tuple[IntArray
     groups_of_key = np.diff(np.append(first_group_of_key, group_starts.size))
     # Every row under a key that others share, with every slot group of that key.
     shared = np.flatnonzero(key_sizes[key_index] > 1)
+    if wanting is not None:
+        shared = shared[wanting[row[shared]]]
     per_row = groups_of_key[key_index[shared]]
     at = np.repeat(shared, per_row)
     group = np.repeat(first_group_of_key[key_index[shared]], per_row) + _positions_in_runs(per_row)
