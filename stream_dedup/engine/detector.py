@@ -224,11 +224,11 @@ class Detector(DuplicateDetector):
             raise ValueError("containment is on: the batch needs its set sizes")
         keys = batch.signed.keys
         # Exact copies first: each row's candidates after its earliest copy cannot be its best (engine.exact_copies).
-        bounds, unmatched = stored_copy_bounds(self.index, batch.signed)
-        within = self._batch_pairs(keys, unmatched, earlier)
+        bounds, unbounded = stored_copy_bounds(self.index, batch.signed)
+        within = self._batch_pairs(keys, unbounded, earlier)
         ranks = ranks_within_batch(keys, self.index.slots) if self.index.slots > 1 else within.ranks
         first_seq = self.index.next_seq
-        bounds = batch_copy_bounds(bounds, unmatched, batch.signed, within, first_seq)
+        bounds = batch_copy_bounds(bounds, unbounded, batch.signed, within, first_seq)
         lookup = self.index.lookup(keys, within.ranks, bounds)
         counts = lookup.newest_counts + ranks
         rows, seqs = self._candidates(batch, lookup, bounded_pairs(within, bounds, first_seq), first_seq)

@@ -38,32 +38,35 @@ NO_BOUND = np.iinfo(np.int64).max
 
 def stored_copy_bounds(index: BandIndex, batch: SignedBatch) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     """Per row, its earliest stored content-key candidate if that one's sketch is the row's, else :data:`NO_BOUND`;
-    and which rows have no stored content-key candidate.
+    and which rows that leaves unbounded.
 
-    A row bounded here wants none of its batch's earlier rows: they all come after.
+    A row bounded here wants none of its batch's earlier rows: they all come
+    after. A row whose content key finds only another sketch (content keys
+    are 32-bit: an index of ten million documents holds about one in 400
+    rows' keys by chance) is unbounded, and wants them all.
     """
     earliest = index.earliest_content_matches(batch.keys)
     found = np.flatnonzero(earliest >= 0)
     same = found[(index.sketches_of(earliest[found]) == batch.sketches[found]).all(axis=1)]
     bounds = np.full(len(batch), NO_BOUND, dtype=np.int64)
     bounds[same] = earliest[same]
-    return bounds, earliest < 0
+    return bounds, bounds == NO_BOUND
 
 
 def batch_copy_bounds(
     bounds: npt.NDArray[np.int64],
-    unmatched: npt.NDArray[np.bool_],
+    unbounded: npt.NDArray[np.bool_],
     batch: SignedBatch,
     within: BatchPairs,
     first_seq: int,
 ) -> npt.NDArray[np.int64]:
-    """``bounds``, and for the ``unmatched`` rows (no stored content-key candidate) their earliest earlier row of
+    """``bounds``, and for the ``unbounded`` rows (no stored copy bounds them) their earliest earlier row of
     the batch paired under the content key (``within``: the batch's pairs, as the caller keeps them) if its
     sketch is the row's."""
     content = np.flatnonzero(within.tables == batch.keys.shape[1] - 1)
     earliest = np.full(len(batch), NO_BOUND, dtype=np.int64)
     np.minimum.at(earliest, within.rows[content], within.earlier_rows[content].astype(np.int64))
-    found = np.flatnonzero(unmatched & (earliest != NO_BOUND))
+    found = np.flatnonzero(unbounded & (earliest != NO_BOUND))
     same = found[(batch.sketches[earliest[found]] == batch.sketches[found]).all(axis=1)]
     bounds = bounds.copy()
     bounds[same] = earliest[same] + first_seq

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector, Verdict
 from stream_dedup.engine.exact_copies import NO_BOUND
-from stream_dedup.lsh.generation import SignedBatch
+from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
 from stream_dedup.lsh.index import BandIndex
 from stream_dedup.text import normalize_all
 from stream_dedup.text.spool import TextSpool
@@ -162,3 +162,23 @@ def test_three_shards_judge_a_stream_of_copies_as_one_detector() -> None:
         spool.add(list(range(1, 401)), normalize_all(texts))
         expected, merged = single_and_sharded(config, batches_of(texts, 37, "c"), 3, spool)
     assert merged == expected
+
+
+def test_a_row_whose_content_key_collides_with_a_stored_document_still_pairs_with_its_batch() -> None:
+    """Content keys are 32-bit hashes of a sketch: an index of millions holds some other sketch's key.
+
+    A row whose content key finds a stored document of another sketch is not
+    bounded by it, so it keeps every candidate, its batch's earlier rows too.
+    """
+    stored, original = LONG[0], LONG[1]
+    near_copy = original.replace(" ", "  ", 1) + " and one more word"
+    detector = Detector(DetectionConfig())
+    detector.process(["stored"], [stored], event_times=np.array([1.0]))
+    signed = detector.sign([original, near_copy])
+    assert not (signed.sketches[0] == signed.sketches[1]).all()
+    keys = signed.keys.copy()
+    keys[1, -1] = detector.sign([stored]).keys[0, -1]  # the near-copy's content key collides with the stored one's
+    collided = SignedBatch(signed.sketches, keys, filled_bins=signed.filled_bins)
+    batch = IndexedBatch(["original", "near-copy"], collided, np.array([2.0, 3.0]), np.array([2, 3], dtype=np.uint64))
+    verdicts = detector.process_signed(batch)
+    assert verdicts[1].duplicate_of == "original"
