@@ -17,6 +17,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import make_detector
 from stream_dedup.engine.sharding import ShardDetector
 from stream_dedup.errors import ChangelogError
+from stream_dedup.kafka.clients import never_creating_topics
 from stream_dedup.kafka.messages import Source, match_coordinates, verdict_value
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sequenced import SequencedBatch, every_batch
@@ -47,8 +48,15 @@ SLOTS = 6
 
 
 def sequenced_batches(bootstrap: str, topic: str, config: DetectionConfig) -> list[SequencedBatch]:
-    """Every batch of the sequenced topic, in order."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+    """Every batch of the sequenced topic, in order.
+
+    Asking about the topic must not create it: read before the signer made
+    it, the broker's default would (retention 1 h), and the signer then
+    refuses it as a history that deletes documents.
+    """
+    consumer = never_creating_topics(
+        KafkaConsumer(bootstrap_servers=bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+    )
     try:
         return every_batch(consumer, topic, config.signature_fingerprint())
     finally:
