@@ -44,7 +44,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.distinct import distinct_sorted
 from stream_dedup.engine.containment import ContainmentSearch, containment_verdicts
 from stream_dedup.engine.detection import BestMatches, DetectorStats, DuplicateDetector, verdicts_of
-from stream_dedup.engine.exact_copies import batch_copy_bounds, bounded_pairs, proven, stored_copy_bounds
+from stream_dedup.engine.exact_copies import NO_BOUND, batch_copy_bounds, bounded_pairs, proven, stored_copy_bounds
 from stream_dedup.engine.pairs import (
     PAIRS_PER_ROUND,
     MeasuredPairs,
@@ -229,7 +229,8 @@ class Detector(DuplicateDetector):
         ranks = ranks_within_batch(keys, self.index.slots) if self.index.slots > 1 else within.ranks
         first_seq = self.index.next_seq
         bounds = batch_copy_bounds(bounds, unbounded, batch.signed, within, first_seq)
-        lookup = self.index.lookup(keys, within.ranks, bounds)
+        # Bounds cost a search per query: most batches of a stream have no exact copy to be bounded by.
+        lookup = self.index.lookup(keys, within.ranks, bounds if (bounds != NO_BOUND).any() else None)
         counts = lookup.newest_counts + ranks
         rows, seqs = self._candidates(batch, lookup, bounded_pairs(within, bounds, first_seq), first_seq)
         pairs = self._measure(batch, rows, seqs, first_seq, document_texts)
