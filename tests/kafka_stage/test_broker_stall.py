@@ -3,14 +3,18 @@
 Its connections stay open and nothing answers on them, unlike a broker
 stopped or killed (test_failover), whose connections are refused. After
 the stall every record has one verdict, an uninterrupted run's, and the
-stage commits again within seconds, by itself.
+stage commits again within seconds, by itself. So it has when the broker is
+only slow, hung a fifth of every second for a while (requests time out now
+and then, groups rebalance): nothing is lost or published twice.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +24,7 @@ from tests.corpus import make_clustered_corpus
 
 from .broker import JarBroker
 from .stage import (
+    Stage,
     check_exactly_once,
     document_messages,
     expected_verdicts,
@@ -80,6 +85,17 @@ def seconds_to_resume(timeline: Timeline, went_on: float) -> float:
     return min(t for t in timeline.commits if t > went_on) - went_on
 
 
+def stage_with_backlog(
+    broker: JarBroker, tmp_path: Path, documents: int, backlog: int, seed: int
+) -> tuple[Stage, list[tuple[str, int]], list[tuple[bytes, bytes, int, int]]]:
+    """A stage on ``broker``, its corpus and input messages, the first ``backlog`` of them produced."""
+    stage = own_stage(broker, tmp_path)
+    corpus = make_clustered_corpus(documents, seed=seed)
+    messages = document_messages(corpus, partitions=3)
+    produce(stage.bootstrap, stage.input_topic, messages[:backlog])
+    return stage, corpus, messages
+
+
 #: Past session_timeout_seconds (10 s); and past transaction_timeout_seconds (15 s) and kafka-python's
 #: request timeout (30 s), where the session ends and the replica says it is not ready.
 STALLS = [
@@ -92,10 +108,7 @@ STALLS = [
 def test_a_broker_stall_mid_stream_leaves_one_process_publishing_each_verdict_once(
     own_broker: JarBroker, tmp_path: Path, seconds: float
 ) -> None:
-    stage = own_stage(own_broker, tmp_path)
-    corpus = make_clustered_corpus(10_000, seed=36)
-    messages = document_messages(corpus, partitions=3)
-    produce(stage.bootstrap, stage.input_topic, messages[:8000])
+    stage, corpus, messages = stage_with_backlog(own_broker, tmp_path, 10_000, 8000, seed=36)
     timeline = Timeline()
     with worker_thread(stage.settings(batch_size=200), events=timeline):
         read_committed(stage.bootstrap, stage.output_topic, 1000, settle=0)
@@ -127,3 +140,37 @@ def test_a_broker_stall_mid_stream_leaves_every_role_publishing_each_verdict_onc
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180)
         sequenced = runners[0].settings.sequenced_topic
     check_one_process_verdicts_once(stage, records, sequenced, len(corpus))
+
+
+@contextlib.contextmanager
+def throttled(broker: JarBroker, seconds: float, stopped: float = 0.2) -> Iterator[None]:
+    """A slow broker for ``seconds``: hung for ``stopped`` of every second (short of CPU, or in GC), while the
+    body runs; the end of the block waits for the slow spell to end."""
+
+    def throttle() -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            stall(broker, stopped)
+            time.sleep(1 - stopped)
+
+    throttling = threading.Thread(target=throttle, daemon=True)
+    throttling.start()
+    try:
+        yield
+    finally:
+        throttling.join()
+
+
+#: Within the session and transaction timeouts each time, but over and over: requests time out now and then.
+@pytest.mark.parametrize("seconds", [15.0, pytest.param(60.0, marks=pytest.mark.long)], ids=["15s", "60s"])
+def test_a_broker_hung_a_fifth_of_every_second_leaves_one_process_publishing_each_verdict_once(
+    own_broker: JarBroker, tmp_path: Path, seconds: float
+) -> None:
+    stage, corpus, messages = stage_with_backlog(own_broker, tmp_path, 6000, 3000, seed=40)
+    with worker_thread(stage.settings(batch_size=100)):
+        read_committed(stage.bootstrap, stage.output_topic, 300, settle=0)
+        with throttled(own_broker, seconds):
+            for start in range(3000, 6000, 1000):  # input arrives while the broker is slow too
+                produce(stage.bootstrap, stage.input_topic, messages[start : start + 1000])
+        records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180)
+    check_exactly_once([json.loads(r.value) for r in records], expected_verdicts(corpus))
