@@ -26,18 +26,24 @@ def ensure_role_topics(settings: WorkerSettings, deleted_if_missing: bool = Fals
     missing while the groups writing them have committed offsets: the
     shards' indexes are rebuilt from the sequenced topic, and the judge
     waits for the answers of every document the shards' offsets say they answered.
+
+    A signer leaves the answers topic alone: it neither reads nor writes
+    it, and a new shard count is a new shard set under another ``group_id``
+    while the signers run on under theirs (docs/scale-out.md). Checked
+    against the signer's ``shards``, the old set's answers topic, narrower
+    than the new count or deleted once that set stopped, refused the
+    signer's restart with advice to take a new ``group_id``, which signs the
+    whole input again.
     """
     s = settings
     connection = s.connection()
+    answered = s.role != "signer"
+    answers = [
+        History("answers_topic", s.answers_topic, s.group_of("shard", k), s.sequenced_topic)
+        for k in range(s.shards if answered else 0)
+    ]
     refuse_lost_history(
-        connection,
-        [
-            History("sequenced_topic", s.sequenced_topic, s.group_of("signer"), s.input_topic),
-            *(
-                History("answers_topic", s.answers_topic, s.group_of("shard", k), s.sequenced_topic)
-                for k in range(s.shards)
-            ),
-        ],
+        connection, [History("sequenced_topic", s.sequenced_topic, s.group_of("signer"), s.input_topic), *answers]
     )
     refuse_deleted_input(connection, s.input_topic, "sequenced_topic", s.sequenced_topic)
     written = [s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])]
@@ -51,7 +57,7 @@ def ensure_role_topics(settings: WorkerSettings, deleted_if_missing: bool = Fals
             TopicSpec(s.output_topic, partitions),
             TopicSpec(s.dead_letter_topic, partitions),
             TopicSpec(s.sequenced_topic, 1, configs),
-            TopicSpec(s.answers_topic, s.shards, configs),
+            *([TopicSpec(s.answers_topic, s.shards, configs)] if answered else []),
             *([TopicSpec(s.unique_topic, partitions)] if s.unique_topic else []),
         ],
     )
@@ -61,7 +67,7 @@ def ensure_role_topics(settings: WorkerSettings, deleted_if_missing: bool = Fals
             "(its order is the order of the whole stage): point sequenced_topic at a new topic"
         )
     check_history_retention(s, s.sequenced_topic, "sequenced_topic")
-    if counts[s.answers_topic] != s.shards:
+    if answered and counts[s.answers_topic] != s.shards:
         raise ConfigError(
             "shards",
             f"answers_topic {s.answers_topic!r} has {counts[s.answers_topic]} partitions but shards={s.shards}: "

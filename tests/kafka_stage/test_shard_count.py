@@ -16,7 +16,9 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.config import DetectionConfig
+from stream_dedup.errors import LostHistoryError
 from stream_dedup.kafka.sequenced import SequencedBatch
+from stream_dedup.roles.topics import ensure_role_topics
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
@@ -30,6 +32,7 @@ from .stage import (
     verdicts_by_source,
     wait_until,
 )
+from .test_deleted_topics import delete_topic
 from .test_roles import commit_offset, committed_offset, one_process_verdicts, sequenced_batches
 from .test_roles_crash import holds_partitions
 
@@ -240,3 +243,21 @@ def test_a_new_set_shard_killed_9_during_its_rebuild_is_finished_by_its_standby_
         assert not fed.is_set()
         records = read_committed(stage.bootstrap, stage.output_topic, documents, timeout=300)
     check_verdicts_of_one_process_once(stage, records, sequenced.topic, documents)
+
+
+def test_a_signer_starts_whatever_became_of_the_old_shard_sets_answers(stage: Stage) -> None:
+    """Step 4 keeps the signers: restarted with the new set's ``shards``, or once the old set's answers topic was
+    deleted (its shards' offsets still there), a signer must start, not be told to take a new ``group_id``,
+    which would sign the whole input again."""
+    old = dict(index_slots=SLOTS, shards=2)
+    ensure_role_topics(stage.settings("old-shard-0", role="shard", **old))
+    sequenced = TopicPartition(f"{stage.group_id}.sequenced", 0)
+    commit_offset(stage.bootstrap, f"{stage.group_id}.shard-0", sequenced, 1)
+
+    ensure_role_topics(stage.settings("signer-1", role="signer", **dict(old, shards=3)))
+
+    delete_topic(stage.bootstrap, f"{stage.group_id}.answers")
+    ensure_role_topics(stage.settings("signer-1", role="signer", **old))
+    # The shards' history is still guarded.
+    with pytest.raises(LostHistoryError, match="answers_topic"):
+        ensure_role_topics(stage.settings("old-shard-0", role="shard", **old))
