@@ -44,6 +44,8 @@ log = logging.getLogger(__name__)
 
 #: Batches' worth of documents (of ``batch_size``) judged in one transaction at most.
 _BATCHES_PER_STEP = 10
+#: How long batches wait for a shard that has answered nothing before the judge names it in a WARNING.
+_SILENT_SHARD_SECONDS = 60.0
 
 
 class Judge(RoleWork):
@@ -77,6 +79,8 @@ class Judge(RoleWork):
         self.progress: dict[int, int] = {}
         #: When the oldest batch waiting for answers was read (the merge wait).
         self.waiting_since: float | None = None
+        #: Shards named in a WARNING for answering nothing while batches waited for them.
+        self.named_silent: set[int] = set()
 
     def take_over(self, consumer: KafkaConsumer, assigned: list[TopicPartition]) -> dict[TopicPartition, int]:
         s = self.settings
@@ -140,6 +144,7 @@ class Judge(RoleWork):
     def observe(self, events: WorkerEvents) -> None:
         waited = 0.0 if self.waiting_since is None else time.monotonic() - self.waiting_since
         events.merge_waited(waited)
+        self._name_silent_shards(waited)
 
     def committed(self, outgoing: Outgoing) -> None:
         """Nothing to note: what the judge keeps was updated as it stepped."""
@@ -173,6 +178,32 @@ class Judge(RoleWork):
             self._check_sequenced_topic(shard, answer.end_offset)
             self.answers[shard].append((record.offset, answer))
             self.progress[shard] = max(self.progress.get(shard, 0), answer.end_offset)
+
+    def _name_silent_shards(self, waited: float) -> None:
+        """Name, once a session, each shard that has answered nothing while batches waited a minute for it.
+
+        A shard index no process runs (two shards given the same
+        ``shard_index``, one left out of a new set) stops every verdict: the
+        alerts say the judge is stuck, this says which shard it waits for.
+        """
+        if waited < _SILENT_SHARD_SECONDS:
+            return
+        s = self.settings
+        for shard in range(s.shards):
+            if shard not in self.progress and shard not in self.named_silent:
+                self.named_silent.add(shard)
+                log.warning(
+                    "batches have waited %.0f s for shard %d of %d, which has answered nothing since this judge "
+                    "took over: is a shard with shard_index=%d running (group %r, writing partition %d of "
+                    "answers_topic %r)?",
+                    waited,
+                    shard,
+                    s.shards,
+                    shard,
+                    s.group_of("shard", shard),
+                    shard,
+                    s.answers_topic,
+                )
 
     def _check_settings(self, shard: int, answer: AnswerRecord) -> None:
         """Warn once a shard answers under other verdict settings than ours, and again whenever that changes.

@@ -17,6 +17,7 @@ from stream_dedup.kafka.answers import AnswerRecord, encode_answers
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.lsh import IndexedBatch
 from stream_dedup.roles.judge import Judge
+from stream_dedup.worker.events import WorkerEvents
 from tests.corpus import make_corpus
 
 CONFIG = DetectionConfig(index_slots=2)
@@ -179,3 +180,27 @@ def test_answers_within_the_judges_sequenced_topic_are_read_as_ever() -> None:
 
     assert judge.step({ANSWERS[k]: [Record(0, answer_record(k, 0, 9, []))] for k in range(2)}) is None
     assert judge.progress == {0: 9, 1: 9}
+
+
+def test_a_shard_that_never_answers_is_named_by_its_shard_index_once_batches_waited_a_minute(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two shards given one shard_index leave another index unrun: the judge says which one it waits for."""
+    judge = Judge(SETTINGS)
+    batch = batches(make_corpus(30, seed=6), 30)[0]
+    judge.step(
+        {
+            SEQUENCED: [Record(0, encode_entry(ChangelogEntry(batch, "documents", {}), DIGEST)[0])],
+            ANSWERS[0]: [Record(0, answer_record(0, 0, 1, []))],
+        }
+    )
+    assert judge.waiting_since is not None
+    judge.observe(WorkerEvents())
+    assert not caplog.records  # a moment's wait is ordinary
+
+    judge.waiting_since -= 61
+    judge.observe(WorkerEvents())
+    judge.observe(WorkerEvents())
+
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert "shard 1 of 2" in warning and "shard_index=1" in warning and ".shard-1" in warning
