@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import random
-import threading
 import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -43,30 +43,18 @@ SLOTS = 12
 
 
 @contextlib.contextmanager
-def feeding(
-    stage: Stage, messages: Sequence[Message], chunk: int = 20, pause: float = 0.05
-) -> Iterator[threading.Event]:
-    """A producer sending ``messages`` in transactions of ``chunk`` throughout; the event is set once all are sent."""
-    done = threading.Event()
-    failures: list[BaseException] = []
+def feeding(stage: Stage, messages: Sequence[Message], chunk: int = 20, pause: float = 0.05) -> Iterator[Future[None]]:
+    """A producer sending ``messages`` in transactions of ``chunk`` throughout; the future is done once all are."""
 
     def feed() -> None:
-        try:
-            for start in range(0, len(messages), chunk):
-                produce(stage.bootstrap, stage.input_topic, messages[start : start + chunk])
-                time.sleep(pause)
-        except BaseException as error:
-            failures.append(error)
-        finally:
-            done.set()
+        for start in range(0, len(messages), chunk):
+            produce(stage.bootstrap, stage.input_topic, messages[start : start + chunk])
+            time.sleep(pause)
 
-    thread = threading.Thread(target=feed, name="feeder", daemon=True)
-    thread.start()
-    try:
-        yield done
-    finally:
-        thread.join(120)
-    assert not failures, failures[0]
+    with ThreadPoolExecutor(1, thread_name_prefix="feeder") as pool:
+        sent = pool.submit(feed)
+        yield sent
+        sent.result(120)
 
 
 def sequenced_end(stage: Stage, sequenced: TopicPartition) -> int:
@@ -123,7 +111,7 @@ def change_shard_count(
         # 3. The new judge starts at X.
         commit_offset(stage.bootstrap, f"{new_group}.judge", sequenced, switch_at)
         running.enter_context(role_threads(stage.settings("new-judge", role="judge", **new)))
-        assert not fed.is_set(), "the producer stopped before the switch: feed more documents"
+        assert not fed.done(), "the producer stopped before the switch: feed more documents"
         records = read_committed(stage.bootstrap, stage.output_topic, documents, timeout=180)
         # 4. The old shards stop (here with everything else).
 
@@ -240,7 +228,7 @@ def test_a_new_set_shard_killed_9_during_its_rebuild_is_finished_by_its_standby_
         assert switch_at is not None
         commit_offset(stage.bootstrap, f"{new_group}.judge", sequenced, switch_at)
         running.enter_context(role_threads(stage.settings("new-judge", role="judge", **new)))
-        assert not fed.is_set()
+        assert not fed.done()
         records = read_committed(stage.bootstrap, stage.output_topic, documents, timeout=300)
     check_verdicts_of_one_process_once(stage, records, sequenced.topic, documents)
 
