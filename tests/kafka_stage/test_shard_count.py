@@ -16,7 +16,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 
 from stream_dedup.config import DetectionConfig
-from stream_dedup.errors import LostHistoryError
+from stream_dedup.errors import ConfigError, LostHistoryError
 from stream_dedup.kafka.sequenced import SequencedBatch
 from stream_dedup.roles.topics import ensure_role_topics
 from tests.corpus import make_clustered_corpus
@@ -249,3 +249,12 @@ def test_a_signer_starts_whatever_became_of_the_old_shard_sets_answers(stage: St
     # The shards' history is still guarded.
     with pytest.raises(LostHistoryError, match="answers_topic"):
         ensure_role_topics(stage.settings("old-shard-0", role="shard", **old))
+
+
+@pytest.mark.parametrize("role", ["shard", "judge"])
+def test_a_role_of_another_shard_count_than_its_sets_answers_topic_stops_naming_shards(stage: Stage, role: str) -> None:
+    """The old group_id reused for the new count, or one role of a set given another count: refused at start."""
+    ensure_role_topics(stage.settings("shard-0", role="shard", index_slots=SLOTS, shards=2))
+
+    with pytest.raises(ConfigError, match=r"'shards'.*has 2 partitions but shards=3.*new group_id"):
+        ensure_role_topics(stage.settings("new-0", role=role, index_slots=SLOTS, shards=3))
