@@ -301,9 +301,10 @@ def produce_one_batch(
 
 
 def document_messages(
-    corpus: Sequence[tuple[str, int]], partitions: int, first_timestamp_ms: int | None = None
+    corpus: Sequence[tuple[str, int]], partitions: int, first_timestamp_ms: int | None = None, spacing_ms: int = 1
 ) -> list[tuple[bytes, bytes, int, int]]:
-    """JSON documents ``doc-N``, round-robin over the partitions, ``doc-N`` stamped ``first_timestamp_ms + N``.
+    """JSON documents ``doc-N``, round-robin over the partitions, ``doc-N`` stamped ``first_timestamp_ms + N``
+    (``N * spacing_ms``: retention by age then forgets a number of documents one can count).
 
     Near-copies land on any partition, as with real producers. Timestamps are
     explicit and distinct, increasing with N, so the event-time order
@@ -312,7 +313,12 @@ def document_messages(
     """
     first = int(time.time() * 1000) if first_timestamp_ms is None else first_timestamp_ms
     return [
-        (f"doc-{i}".encode(), json.dumps({"id": f"doc-{i}", "text": text}).encode(), i % partitions, first + i)
+        (
+            f"doc-{i}".encode(),
+            json.dumps({"id": f"doc-{i}", "text": text}).encode(),
+            i % partitions,
+            first + i * spacing_ms,
+        )
         for i, (text, _) in enumerate(corpus)
     ]
 
