@@ -69,7 +69,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError
-from stream_dedup.lsh.params import BandParameters, steepest_banding
+from stream_dedup.lsh.params import BandParameters, check_min_recall, steepest_banding
 
 #: Size partitions per doubling of the set size: part of the index format, never change it.
 PARTITIONS_PER_DOUBLING = 4
@@ -304,6 +304,9 @@ def choose_ensemble(
     if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0.0 < threshold < 1.0:
         raise ConfigError("containment_threshold", f"must be strictly between 0 and 1, got {threshold!r}")
     check_containment_settings(max_ratio, min_recall)
+    # The banding also serves the near-duplicate search, at recall jaccard[1] (min_recall): one of 1 or more
+    # stopped the start-up with a math domain error, and one of 0 or less was taken without a word.
+    check_min_recall(jaccard[1])
     if banding is None:
         lowest = float(implied_jaccard(threshold, 1.0, max_ratio))
         banding = steepest_banding([(lowest, min_recall), jaccard], num_perm)

@@ -69,6 +69,12 @@ def _mean_over(values: np.ndarray, s: np.ndarray) -> float:
     return float(np.trapezoid(values, s) / (s[-1] - s[0]))
 
 
+def check_min_recall(min_recall: float) -> None:
+    """Refuse a ``min_recall`` that is no probability short of certain (whichever banding it chooses)."""
+    if not 0.0 < min_recall < 1.0:
+        raise ConfigError("min_recall", f"must be strictly between 0 and 1, got {min_recall!r}")
+
+
 def choose_bands(threshold: float, num_perm: int, min_recall: float = 0.99) -> BandParameters:
     """The fewest bands of the largest ``r`` whose collision probability at ``threshold`` is ``>= min_recall``.
 
@@ -77,8 +83,7 @@ def choose_bands(threshold: float, num_perm: int, min_recall: float = 0.99) -> B
     """
     if not 0.0 < threshold < 1.0:
         raise ConfigError("threshold", f"must be strictly between 0 and 1, got {threshold!r}")
-    if not 0.0 < min_recall < 1.0:
-        raise ConfigError("min_recall", f"must be strictly between 0 and 1, got {min_recall!r}")
+    check_min_recall(min_recall)
     banding = steepest_banding([(threshold, min_recall)], num_perm)
     if banding is not None:
         return banding

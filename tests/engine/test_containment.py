@@ -289,6 +289,12 @@ def test_estimated_containment_is_unbiased_and_as_precise_as_its_error_says() ->
         ("containment_max_ratio", {"containment_max_ratio": 0.5}),
         ("containment_max_ratio", {"containment_threshold": 0.5, "containment_max_ratio": 64.0}),
         ("containment_min_recall", {"containment_min_recall": 1.0}),
+        # The containment banding serves the near-duplicate search too, at min_recall: a math domain error before.
+        ("min_recall", {"containment_threshold": 0.8, "min_recall": 1.0}),
+        ("min_recall", {"containment_threshold": 0.8, "min_recall": 2.0}),
+        ("min_recall", {"containment_threshold": 0.8, "min_recall": float("nan")}),
+        # Taken without a word before (one band of one row would do).
+        ("min_recall", {"containment_threshold": 0.8, "min_recall": 0.0}),
         ("containment_bands", {"containment_bands": 10}),
         ("containment_bands", {"containment_threshold": 0.8, "containment_bands": 0, "containment_rows_per_band": 2}),
         ("containment_rows_per_band", {"containment_bands": 4, "containment_rows_per_band": 0}),
