@@ -66,6 +66,15 @@ CONTAINMENT_ONLY = (
     "containment_bands",
     "containment_rows_per_band",
 )
+#: Settings of fractional values, held as floats whichever kind of number they were given as.
+_FRACTIONAL_SETTINGS = (
+    "threshold",
+    "min_recall",
+    "max_age_seconds",
+    "containment_threshold",
+    "containment_max_ratio",
+    "containment_min_recall",
+)
 #: Bytes per document the Hamming index's tables may take when ``max_hamming`` allows (see ``hamming_layout``).
 _TABLE_BYTES = 32
 #: Signature parameters an index made before they existed does not name, with the value it had.
@@ -212,6 +221,11 @@ class DetectionConfig:
     containment_rows_per_band: int | None = None
 
     def __post_init__(self) -> None:
+        for name in _FRACTIONAL_SETTINGS:
+            # As the stage reads them (a TOML integer, a variable's "3600": 3600.0). The fingerprints hash the
+            # values' JSON, where 3600 and 3600.0 differ: equal settings gave verdicts other params_fingerprints.
+            if type(getattr(self, name)) is int:
+                object.__setattr__(self, name, float(getattr(self, name)))
         if self.method not in ("minhash", "simhash", "combined"):
             raise ConfigError("method", f"must be 'minhash', 'simhash' or 'combined', got {self.method!r}")
         if not isinstance(self.threshold, int | float) or not 0.0 < self.threshold < 1.0:

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector, Verdict, make_detector
 from stream_dedup.engine.snapshot import load_snapshot, save_snapshot
@@ -194,6 +195,16 @@ def test_fingerprints_cover_what_the_method_reads_and_nothing_else() -> None:
         != DetectionConfig(method="simhash").fingerprint()
         == DetectionConfig(method="simhash", index_slots=1).fingerprint()
     )
+
+
+def test_a_setting_given_as_a_whole_number_fingerprints_as_the_stage_reads_it() -> None:
+    """The stage reads ``max_age_seconds = 3600`` (a TOML integer, or a variable) as 3600.0: a library config of
+    the integer must give the same ``params_fingerprint``, or verdicts of equal settings look made under others."""
+    given = {"max_age_seconds": 3600, "containment_threshold": 0.8, "containment_max_ratio": 2}
+    stage = resolve_settings({}, {f"STREAM_DEDUP_{k.upper()}": str(v) for k, v in given.items()}).detection
+    library = DetectionConfig(**given)  # type: ignore[arg-type]
+    assert library.fingerprint() == stage.fingerprint()
+    assert library.signature_fingerprint() == stage.signature_fingerprint()
 
 
 @settings(max_examples=40, deadline=None)
