@@ -65,6 +65,14 @@ START_OVER = "run the stage with a new group_id (new topics and index; the input
 #: Default upper bound of one changelog record value (Kafka's default limit is 1 MB).
 MAX_RECORD_BYTES = 512 * 1024
 
+#: Largest history record the broker accepts: the stage creates its changelog (and a sharded stage its
+#: sequenced topic) with this ``max.message.bytes``. A record holds at least one document, and with exact
+#: verification a 1 MiB document's shingle set alone takes up to 4 MiB.
+MAX_MESSAGE_BYTES = 8 << 20
+#: Most bytes of one document's shingle set (exact verification, 4 bytes a shingle) a record can hold
+#: beside the rest of the document's row and the header: a document with more cannot be recorded.
+MAX_SHINGLE_SET_BYTES = MAX_MESSAGE_BYTES - (64 << 10)
+
 
 @dataclass(frozen=True)
 class ChangelogEntry:

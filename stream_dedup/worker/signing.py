@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.documents import Refusal, internal_error
+from stream_dedup.kafka.changelog import MAX_SHINGLE_SET_BYTES
 from stream_dedup.kafka.messages import (
     DeadLetter,
     InputDocument,
@@ -149,12 +150,43 @@ def read_and_sign(
         log.error("signing a batch failed (%r); signing its documents one by one", error)
         documents = _signable(documents, outcomes, signer)
         signed = signer.sign([d.text for d in documents], normalized=True)
+    documents, signed = _recordable(documents, outcomes, signed)
     if not texts_kept:
         return SignedRecords(list(records), outcomes, signed, [], [])
     # Reading refuses a text with lone surrogates, so every text read encodes.
     texts = [d.text.encode("utf-8") for d in documents]
     sources = np.array([source_pointer(d.source) for d in documents], dtype=np.uint64)
     return SignedRecords(list(records), outcomes, signed, texts, text_blocks(sources, texts, block_compressor()))
+
+
+def _recordable(
+    documents: list[InputDocument], outcomes: list[Outcome], signed: SignedBatch
+) -> tuple[list[InputDocument], SignedBatch]:
+    """The documents whose shingle set (exact verification) fits a changelog record; each other one is refused.
+
+    The broker refuses a larger record, and the batch holding it failed after
+    every restart: the stage stalled on it for ever (``max_document_bytes``
+    allows 100 MiB, a shingle set takes up to 4 bytes a byte of text).
+    """
+    if signed.shingles is None:
+        return documents, signed
+    sizes = signed.shingles.lengths * 4
+    fits = sizes <= MAX_SHINGLE_SET_BYTES
+    if fits.all():
+        return documents, signed
+    rows = iter(range(len(documents)))
+    for i, outcome in enumerate(outcomes):
+        if isinstance(outcome, Refusal):
+            continue
+        row = next(rows)
+        if not fits[row]:
+            outcomes[i] = Refusal(
+                "too_large",
+                f"its shingle set takes {int(sizes[row])} bytes, more than the {MAX_SHINGLE_SET_BYTES} a changelog "
+                'record holds with verification = "exact": lower max_document_bytes to what your documents need',
+            )
+    kept = np.flatnonzero(fits)
+    return [documents[row] for row in kept.tolist()], signed.take(kept)
 
 
 def _signable(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kafka import TopicPartition
 
 from stream_dedup.errors import DeletedInputError, LostHistoryError, TopicConfigError
-from stream_dedup.kafka.changelog import START_OVER
+from stream_dedup.kafka.changelog import MAX_MESSAGE_BYTES, START_OVER
 from stream_dedup.kafka.clients import (
     KafkaConnection,
     TopicSpec,
@@ -27,10 +27,8 @@ from stream_dedup.kafka.topic_limits import size_limits, topic_configs
 from stream_dedup.worker.batch import Destinations
 from stream_dedup.worker.settings import WorkerSettings
 
-#: Largest changelog record the broker accepts. A record holds at least one
-#: document, and with exact verification a 1 MiB document's shingle set alone
-#: takes up to 4 MiB.
-CHANGELOG_MAX_MESSAGE_BYTES = 8 << 20
+#: Largest changelog record the broker accepts (see ``kafka.changelog``).
+CHANGELOG_MAX_MESSAGE_BYTES = MAX_MESSAGE_BYTES
 
 #: Changelog bytes per shingle of a document's shingle set (exact verification).
 _SHINGLE_BYTES = 4

@@ -8,6 +8,8 @@ import pytest
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
+from stream_dedup.engine.documents import Refusal
+from stream_dedup.kafka.changelog import MAX_MESSAGE_BYTES, MAX_SHINGLE_SET_BYTES, ChangelogEntry, encode_entry
 from stream_dedup.kafka.messages import InputReading, document_text, pointer_of
 from stream_dedup.kafka.record_texts import text_blocks
 from stream_dedup.kafka.value_blocks import BLOCK_RECORDS, block_compressor
@@ -60,3 +62,32 @@ def test_a_record_stamped_far_ahead_counts_as_the_allowance_ahead(caplog: pytest
     expected[2] = now + FUTURE_ALLOWANCE_SECONDS
     assert indexed.event_times.tolist() == expected
     assert f"partition {records[2].partition} offset {records[2].offset}" in caplog.text
+
+
+def random_letters(count: int, seed: int) -> str:
+    """``count`` random letters of 5,000 ideographs: a distinct 5-shingle per letter (but one in about 10**5)."""
+    return "".join(map(chr, np.random.default_rng(seed).integers(0x4E00, 0x4E00 + 5000, count).tolist()))
+
+
+def test_a_document_whose_shingle_set_no_changelog_record_holds_is_a_dead_letter_not_a_stall() -> None:
+    """With exact verification, the shingle set of a document of 2.2M characters (8.7 MB) exceeds the changelog's
+    8 MiB records: the broker refused its batch's record after every restart, and the stage stalled for ever."""
+    exact = Detector(DetectionConfig(verification="exact"))
+    largest = MAX_SHINGLE_SET_BYTES // 4 - 10
+    records = [
+        document("documents", 0, 1, "small", "a small document of a few words"),
+        document("documents", 0, 2, "huge", random_letters(largest + 100_000, seed=1)),
+        document("documents", 0, 3, "largest", random_letters(largest, seed=2)),
+    ]
+    signed = read_and_sign(records, InputReading(max_document_bytes=16 << 20), exact, texts_kept=True)
+    assert signed.outcomes[0] == "small" and signed.outcomes[2] == "largest"
+    refusal = signed.outcomes[1]
+    assert isinstance(refusal, Refusal) and refusal.reason == "too_large"
+    assert "max_document_bytes" in refusal.detail and "exact" in refusal.detail
+    documents, indexed, letters = signed.split()
+    assert [d.id for d in documents] == indexed.ids == ["small", "largest"] and len(signed.texts) == 2
+    assert [letter.reason for letter in letters] == ["too_large"]
+    # What is kept fits: the largest set's record is within the topic's limit.
+    largest_alone = indexed.take(np.array([1]))
+    (value,) = encode_entry(ChangelogEntry(largest_alone, "documents", {0: 4}), "digest")
+    assert len(value) <= MAX_MESSAGE_BYTES
