@@ -114,7 +114,16 @@ def check_stopped_run(stage: Stage, tmp_path: Path, name: str, documents: int, s
     assert sum(v["verdict"] != "unique" for v in expected.values()) > len(corpus) // 10
 
 
-@pytest.mark.parametrize("name", list(SETTINGS))
+#: The variant CI runs of each test; the others run with ``-m long``.
+SHORT = ("containment-exact", "age-combined")
+
+
+def in_ci_or_long(names: list[str]) -> list[Any]:
+    """``names`` as parameters, those outside :data:`SHORT` marked ``long`` (each run takes about 30 s)."""
+    return [name if name in SHORT else pytest.param(name, marks=pytest.mark.long) for name in names]
+
+
+@pytest.mark.parametrize("name", in_ci_or_long(list(SETTINGS)))
 def test_stopped_and_restarted_under_each_method_publishes_an_uninterrupted_runs_verdicts_once(
     stage: Stage, tmp_path: Path, name: str
 ) -> None:
@@ -173,7 +182,7 @@ RETENTION: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("name", list(RETENTION))
+@pytest.mark.parametrize("name", in_ci_or_long(list(RETENTION)))
 def test_restarted_with_retention_evicting_judges_each_batch_as_its_changelog_replayed_never_stopped(
     stage: Stage, tmp_path: Path, name: str
 ) -> None:

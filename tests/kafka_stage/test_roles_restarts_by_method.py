@@ -55,7 +55,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("name", list(SETTINGS))
+@pytest.mark.parametrize(
+    "name", ["combined-exact-containment-age", pytest.param("simhash-count", marks=pytest.mark.long)]
+)
 def test_roles_stopped_at_random_under_each_method_publish_one_process_verdicts_once(
     stage: Stage, tmp_path: Path, name: str
 ) -> None:
