@@ -6,6 +6,7 @@ from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.topics import (
     History,
     changelog_configs,
+    check_history_record_size,
     check_history_retention,
     refuse_deleted_input,
     refuse_lost_history,
@@ -67,6 +68,7 @@ def ensure_role_topics(settings: WorkerSettings, deleted_if_missing: bool = Fals
             "(its order is the order of the whole stage): point sequenced_topic at a new topic"
         )
     check_history_retention(s, s.sequenced_topic, "sequenced_topic")
+    check_history_record_size(s, s.sequenced_topic, "sequenced_topic")
     if answered and counts[s.answers_topic] != s.shards:
         raise ConfigError(
             "shards",

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kafka import TopicPartition
 
 from stream_dedup.errors import DeletedInputError, LostHistoryError, TopicConfigError
-from stream_dedup.kafka.changelog import MAX_MESSAGE_BYTES, START_OVER
+from stream_dedup.kafka.changelog import MAX_MESSAGE_BYTES, MAX_SHINGLE_SET_BYTES, START_OVER
 from stream_dedup.kafka.clients import (
     KafkaConnection,
     TopicSpec,
@@ -35,6 +35,8 @@ _SHINGLE_BYTES = 4
 #: Changelog bytes per document besides its sketch and keys: event time (8),
 #: source (8), end of its id (8) and an id of about 48 bytes.
 _CHANGELOG_BYTES_BESIDES_SKETCH = 72
+#: Room a history record keeps beside one document's shingle set: its sketch, keys, id and the record's header.
+_ROW_BYTES_BESIDES_SET = CHANGELOG_MAX_MESSAGE_BYTES - MAX_SHINGLE_SET_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +79,7 @@ def ensure_stage_topics(settings: WorkerSettings, deleted_if_missing: bool = Fal
         + [TopicSpec(s.changelog_topic, 1, changelog_configs(s))],
     )
     check_history_retention(s, s.changelog_topic, "changelog_topic")
+    check_history_record_size(s, s.changelog_topic, "changelog_topic")
 
 
 def refuse_lost_history(connection: KafkaConnection, histories: list[History]) -> None:
@@ -216,6 +219,34 @@ def check_history_retention(settings: WorkerSettings, topic: str, setting: str) 
             "A restore from it would rebuild a smaller index and give other verdicts. Fix the topic with "
             f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config {fix}, "
             f"or {START_OVER}"
+        )
+
+
+def check_history_record_size(settings: WorkerSettings, topic: str, setting: str) -> None:
+    """Refuse to start, with exact verification, on a history topic that refuses a record of one document.
+
+    Such a record holds the document's shingle set, 4 bytes a shingle, up to
+    4 bytes a byte of text: a 1 MiB document's can take 4 MiB. The stage
+    creates these topics accepting :data:`CHANGELOG_MAX_MESSAGE_BYTES`, and
+    signing dead-letters a document whose set is larger still; a topic made
+    by hand (the broker's default is 1 MB) refuses smaller ones, and the
+    batch holding one failed after every restart: the stage stalled on it
+    for ever. So start-up stops with :class:`TopicConfigError`, naming the
+    topic and the command that fixes it, when the topic cannot take the
+    largest document ``max_document_bytes`` lets through.
+    """
+    if settings.detection.verification != "exact":
+        return
+    needed = min(CHANGELOG_MAX_MESSAGE_BYTES, _SHINGLE_BYTES * settings.max_document_bytes + _ROW_BYTES_BESIDES_SET)
+    configs = topic_configs(settings.connection(), [topic], ["max.message.bytes"])[topic]
+    accepted = int(configs.get("max.message.bytes", str(CHANGELOG_MAX_MESSAGE_BYTES)))
+    if accepted < needed:
+        raise TopicConfigError(
+            f"{setting} {topic!r} accepts records of at most {accepted} bytes (max.message.bytes), and with "
+            f'verification = "exact" a record of one document of max_document_bytes={settings.max_document_bytes} '
+            f"can take {needed}: the batch holding it would fail after every restart. Fix the topic with "
+            f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config "
+            f"max.message.bytes={CHANGELOG_MAX_MESSAGE_BYTES}, lower max_document_bytes, or {START_OVER}"
         )
 
 

@@ -3,7 +3,9 @@
 A restore from such a topic would rebuild a smaller index with no error at
 all, and give other verdicts than an uninterrupted run: the check is on the
 real broker, which reports each topic's effective retention, broker defaults
-included.
+included. So does one that refuses the record of a document the stage
+accepts (exact verification: its shingle set), which would fail its batch
+after every restart.
 """
 
 from collections.abc import Callable
@@ -79,3 +81,38 @@ def test_run_exits_1_with_the_message(stage: Stage, topic_factory: Callable[...,
     output = (tmp_path / "worker.log").read_text()
     assert f"stream-dedup: changelog_topic {changelog!r} would delete documents" in output
     assert "Traceback" not in output
+
+
+@pytest.mark.parametrize(
+    ("max_document_bytes", "refused"),
+    [(1 << 20, True), (200_000, False)],  # a 1 MiB document's shingle set takes up to 4 MiB; 200 KB's 800 KB
+)
+def test_a_history_topic_refusing_one_documents_record_stops_start_up_under_exact_verification(
+    stage: Stage, topic_factory: Callable[..., str], max_document_bytes: int, refused: bool
+) -> None:
+    """The broker's default 1 MB: a document's record of its shingle set failed its batch after every restart."""
+    configs = {"retention.ms": "-1", "retention.bytes": "-1", "max.message.bytes": str(1_000_000)}
+    changelog, sequenced = topic_factory(partitions=1, configs=configs), topic_factory(partitions=1, configs=configs)
+    exact = {"verification": "exact", "max_document_bytes": max_document_bytes}
+    stage_settings = stage.settings(changelog_topic=changelog, **exact)
+    role_settings = stage.settings("shard-0", role="shard", shards=1, sequenced_topic=sequenced, **exact)
+    for ensure, settings, setting, topic in [
+        (ensure_stage_topics, stage_settings, "changelog_topic", changelog),
+        (ensure_role_topics, role_settings, "sequenced_topic", sequenced),
+    ]:
+        if not refused:
+            ensure(settings)
+            continue
+        with pytest.raises(TopicConfigError) as raised:
+            ensure(settings)
+        assert f"{setting} {topic!r} accepts records of at most 1000000 bytes" in str(raised.value)
+        assert f"--entity-name {topic} --add-config max.message.bytes=" in str(raised.value)
+
+
+def test_a_history_topic_of_the_brokers_record_size_is_fine_without_exact_verification(
+    stage: Stage, topic_factory: Callable[..., str]
+) -> None:
+    changelog = topic_factory(
+        partitions=1, configs={"retention.ms": "-1", "retention.bytes": "-1", "max.message.bytes": "1000000"}
+    )
+    ensure_stage_topics(stage.settings(changelog_topic=changelog))
