@@ -132,6 +132,17 @@ class Session:
             # The producer is closed next: not under a commit in flight (after an error).
             self.commits.close()
 
+    def poll_held(self) -> dict[Any, list[Any]]:
+        """The records the client holds, without waiting; none if that poll brought a new assignment.
+
+        Records polled with a new assignment are dropped, as in the loop: the takeover seeks.
+        """
+        polled: dict[Any, list[Any]] = self.consumer.poll(timeout_ms=0, max_records=self.settings.batch_size)
+        if self.new_assignment is not None:
+            return {}
+        self.lag.given(polled)
+        return polled
+
     def _loop(self) -> None:
         s = self.settings
         self.join()
@@ -159,7 +170,7 @@ class Session:
             #    one transaction. Standby: what the active replica committed.
             if self.active:
                 self.lag.given(polled)
-                self.intake.add(polled)
+                self.intake.fill(polled, self.poll_held)
                 self.judge(self.intake.next_batch())
                 if self.commits.finished:
                     # Collected as soon as it is done, not when the next batch

@@ -184,3 +184,35 @@ def test_any_polls_with_any_buffer_limits_take_the_unbounded_order_within_the_li
     assert set(intake.merge.buffered_bytes().values()) <= {0}  # every byte counted in was counted out
     assert events.refetched == polled - len(everything)
     assert max(events.buffered, default=0) <= buffer_limit * len(logs.logs)
+
+
+class HandingOut(PartitionLogs):
+    """kafka-python's poll: all fetched, but a poll hands out at most ``max_records``, partition by partition."""
+
+    def poll(self, max_records: int) -> dict[TopicPartition, list[Any]]:
+        polled: dict[TopicPartition, list[Any]] = {}
+        for partition in sorted(self.logs):
+            count = min(self.left(partition), max_records - sum(len(r) for r in polled.values()))
+            if count > 0:
+                polled.update(self.fetch(partition, count))
+        return polled
+
+
+def test_records_the_client_holds_for_many_partitions_are_polled_before_the_merge_judges_past_them() -> None:
+    # 128 partitions of a backlog, 10 records each, stamped round robin: the first batch of 1,000 must be
+    # the first 1,000 records in event time. A poll hands out 1,000, the first 100 partitions' records;
+    # the other 28 partitions, fetched but not handed out, must not be taken for starving ones (with the
+    # idle time over, as on a loaded machine, the merge would judge past them).
+    partitions, per_partition, batch = 128, 10, 1000
+    logs = HandingOut(
+        {p: [rec(p, o, timestamp=o * partitions + p) for o in range(per_partition)] for p in range(partitions)}, 0
+    )
+    consumer: Any = logs
+    intake = BatchIntake(
+        consumer, consumer, TOPIC, batch, EventTimeMerge(0.0, 2 * batch), BatchFailures(), WorkerEvents()
+    )
+    intake.restart([TopicPartition(TOPIC, p) for p in range(partitions)])
+    intake.fill(logs.poll(batch), lambda: logs.poll(batch))
+    taken = intake.next_batch()
+    everything = sorted((r for log in logs.logs.values() for r in log), key=order_key)
+    assert coords(taken) == coords(everything[:batch])
