@@ -133,12 +133,14 @@ class Session:
             self.commits.close()
 
     def poll_held(self) -> dict[Any, list[Any]]:
-        """The records the client holds, without waiting; none if that poll brought a new assignment.
+        """The records the client holds, without waiting; none once a poll revoked or assigned partitions.
 
         Records polled with a new assignment are dropped, as in the loop: the takeover seeks.
         """
+        if not self.active or self.new_assignment is not None:
+            return {}
         polled: dict[Any, list[Any]] = self.consumer.poll(timeout_ms=0, max_records=self.settings.batch_size)
-        if self.new_assignment is not None:
+        if not self.active or self.new_assignment is not None:
             return {}
         self.lag.given(polled)
         return polled
@@ -171,6 +173,8 @@ class Session:
             if self.active:
                 self.lag.given(polled)
                 self.intake.fill(polled, self.poll_held)
+                if not self.active or self.new_assignment is not None:
+                    continue  # a poll of fill's revoked or assigned partitions: no batch before the takeover
                 self.judge(self.intake.next_batch())
                 if self.commits.finished:
                     # Collected as soon as it is done, not when the next batch
