@@ -219,9 +219,11 @@ start() {
             || { cat "$DATA/format.log" >&2; die "storage format failed"; }
     fi
     # nohup + background: the JVM outlives this script; `stop` finds it by DIR/broker.pid.
+    # Appended: after a crash and restart on the same data, the log of the run that crashed is the evidence.
+    echo "=== broker start $(date -u +%Y-%m-%dT%H:%M:%SZ) ===" >>"$DATA/broker.log"
     nohup java -Xms256m -Xmx512m -Djava.awt.headless=true \
         -Dlog4j2.configurationFile="$DATA/log4j2.properties" \
-        -cp "$LIBS/*" kafka.Kafka "$DATA/server.properties" >"$DATA/broker.log" 2>&1 &
+        -cp "$LIBS/*" kafka.Kafka "$DATA/server.properties" >>"$DATA/broker.log" 2>&1 &
     pid=$!
     echo "$pid" >"$DATA/broker.pid"
     local deadline=$((SECONDS + START_TIMEOUT))
