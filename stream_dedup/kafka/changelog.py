@@ -69,9 +69,12 @@ MAX_RECORD_BYTES = 512 * 1024
 #: sequenced topic) with this ``max.message.bytes``. A record holds at least one document, and with exact
 #: verification a 1 MiB document's shingle set alone takes up to 4 MiB.
 MAX_MESSAGE_BYTES = 8 << 20
-#: Most bytes of one document's shingle set (exact verification, 4 bytes a shingle) a record can hold
-#: beside the rest of the document's row and the header: a document with more cannot be recorded.
-MAX_SHINGLE_SET_BYTES = MAX_MESSAGE_BYTES - (64 << 10)
+#: Bytes a record takes per shingle of a document's shingle set (exact verification).
+SHINGLE_BYTES = 4
+#: Room a record keeps beside one document's shingle set: its sketch, keys, id and the record's header.
+ROW_BYTES_BESIDES_SET = 64 << 10
+#: Most bytes of one document's shingle set a record can hold: a document with more cannot be recorded.
+MAX_SHINGLE_SET_BYTES = MAX_MESSAGE_BYTES - ROW_BYTES_BESIDES_SET
 
 
 @dataclass(frozen=True)

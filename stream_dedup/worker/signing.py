@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.engine.documents import Refusal, internal_error
-from stream_dedup.kafka.changelog import MAX_SHINGLE_SET_BYTES
+from stream_dedup.kafka.changelog import MAX_SHINGLE_SET_BYTES, SHINGLE_BYTES
 from stream_dedup.kafka.messages import (
     DeadLetter,
     InputDocument,
@@ -170,7 +170,7 @@ def _recordable(
     """
     if signed.shingles is None:
         return documents, signed
-    sizes = signed.shingles.lengths * 4
+    sizes = signed.shingles.lengths * SHINGLE_BYTES
     fits = sizes <= MAX_SHINGLE_SET_BYTES
     if fits.all():
         return documents, signed

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from kafka import TopicPartition
 
 from stream_dedup.errors import DeletedInputError, LostHistoryError, TopicConfigError
-from stream_dedup.kafka.changelog import MAX_MESSAGE_BYTES, MAX_SHINGLE_SET_BYTES, START_OVER
+from stream_dedup.kafka.changelog import MAX_MESSAGE_BYTES, ROW_BYTES_BESIDES_SET, SHINGLE_BYTES, START_OVER
 from stream_dedup.kafka.clients import (
     KafkaConnection,
     TopicSpec,
@@ -27,16 +27,9 @@ from stream_dedup.kafka.topic_limits import size_limits, topic_configs
 from stream_dedup.worker.batch import Destinations
 from stream_dedup.worker.settings import WorkerSettings
 
-#: Largest changelog record the broker accepts (see ``kafka.changelog``).
-CHANGELOG_MAX_MESSAGE_BYTES = MAX_MESSAGE_BYTES
-
-#: Changelog bytes per shingle of a document's shingle set (exact verification).
-_SHINGLE_BYTES = 4
 #: Changelog bytes per document besides its sketch and keys: event time (8),
 #: source (8), end of its id (8) and an id of about 48 bytes.
 _CHANGELOG_BYTES_BESIDES_SKETCH = 72
-#: Room a history record keeps beside one document's shingle set: its sketch, keys, id and the record's header.
-_ROW_BYTES_BESIDES_SET = CHANGELOG_MAX_MESSAGE_BYTES - MAX_SHINGLE_SET_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -174,13 +167,13 @@ def changelog_configs(settings: WorkerSettings) -> dict[str, str]:
     not have is ``-1`` on the topic too, not left to the broker's default
     (``log.retention.ms`` and ``log.retention.bytes`` may be set).
     """
-    configs = {"cleanup.policy": "delete", "max.message.bytes": str(CHANGELOG_MAX_MESSAGE_BYTES)}
+    configs = {"cleanup.policy": "delete", "max.message.bytes": str(MAX_MESSAGE_BYTES)}
     least = _least_retention(settings)
     configs["retention.ms"] = str(2 * least["retention.ms"]) if least["retention.ms"] >= 0 else "-1"
     if least["retention.bytes"] >= 0:
         per_document = 0
         if settings.detection.verification == "exact":
-            per_document = _SHINGLE_BYTES * settings.max_document_bytes
+            per_document = SHINGLE_BYTES * settings.max_document_bytes
         kept = least["retention.bytes"] + (settings.detection.max_documents or 0) * per_document
         configs["retention.bytes"] = str(2 * kept)
     else:
@@ -227,7 +220,7 @@ def check_history_record_size(settings: WorkerSettings, topic: str, setting: str
 
     Such a record holds the document's shingle set, 4 bytes a shingle, up to
     4 bytes a byte of text: a 1 MiB document's can take 4 MiB. The stage
-    creates these topics accepting :data:`CHANGELOG_MAX_MESSAGE_BYTES`, and
+    creates these topics accepting :data:`MAX_MESSAGE_BYTES`, and
     signing dead-letters a document whose set is larger still; a topic made
     by hand (the broker's default is 1 MB) refuses smaller ones, and the
     batch holding one failed after every restart: the stage stalled on it
@@ -237,16 +230,16 @@ def check_history_record_size(settings: WorkerSettings, topic: str, setting: str
     """
     if settings.detection.verification != "exact":
         return
-    needed = min(CHANGELOG_MAX_MESSAGE_BYTES, _SHINGLE_BYTES * settings.max_document_bytes + _ROW_BYTES_BESIDES_SET)
+    needed = min(MAX_MESSAGE_BYTES, SHINGLE_BYTES * settings.max_document_bytes + ROW_BYTES_BESIDES_SET)
     configs = topic_configs(settings.connection(), [topic], ["max.message.bytes"])[topic]
-    accepted = int(configs.get("max.message.bytes", str(CHANGELOG_MAX_MESSAGE_BYTES)))
+    accepted = int(configs.get("max.message.bytes", str(MAX_MESSAGE_BYTES)))
     if accepted < needed:
         raise TopicConfigError(
             f"{setting} {topic!r} accepts records of at most {accepted} bytes (max.message.bytes), and with "
             f'verification = "exact" a record of one document of max_document_bytes={settings.max_document_bytes} '
             f"can take {needed}: the batch holding it would fail after every restart. Fix the topic with "
             f"kafka-configs.sh --alter --entity-type topics --entity-name {topic} --add-config "
-            f"max.message.bytes={CHANGELOG_MAX_MESSAGE_BYTES}, lower max_document_bytes, or {START_OVER}"
+            f"max.message.bytes={MAX_MESSAGE_BYTES}, lower max_document_bytes, or {START_OVER}"
         )
 
 

@@ -5,11 +5,11 @@ import pytest
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detector import Detector
-from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
+from stream_dedup.kafka.changelog import MAX_MESSAGE_BYTES, ChangelogEntry, encode_entry
 from stream_dedup.lsh import IndexedBatch
 from stream_dedup.lsh.retention import MAX_AGE_SECONDS, MAX_DOCUMENTS
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.topics import CHANGELOG_MAX_MESSAGE_BYTES, changelog_configs
+from stream_dedup.worker.topics import changelog_configs
 from tests.corpus import make_corpus
 
 
@@ -43,7 +43,7 @@ def test_count_retention_keeps_the_bytes_of_the_documents_the_index_holds(id_byt
 
 def test_the_changelog_accepts_the_record_of_the_largest_document_with_exact_verification() -> None:
     settings = WorkerSettings(detection=DetectionConfig(verification="exact"))
-    assert int(changelog_configs(settings)["max.message.bytes"]) == CHANGELOG_MAX_MESSAGE_BYTES
+    assert int(changelog_configs(settings)["max.message.bytes"]) == MAX_MESSAGE_BYTES
     # Random letters: about as many distinct shingles as characters, the worst case.
     rng = np.random.default_rng(1)
     text = "".join(rng.choice(list("abcdefghijklmnopqrstuvwxyz "), settings.max_document_bytes))
@@ -51,7 +51,7 @@ def test_the_changelog_accepts_the_record_of_the_largest_document_with_exact_ver
     documents = IndexedBatch(["largest"], signed, np.zeros(1), np.zeros(1, np.uint64))
     entry = ChangelogEntry(documents, "documents", {0: 1})
     (value,) = encode_entry(entry, settings.detection.signature_fingerprint())
-    assert 3 << 20 < len(value) <= CHANGELOG_MAX_MESSAGE_BYTES
+    assert 3 << 20 < len(value) <= MAX_MESSAGE_BYTES
 
 
 def test_count_retention_with_exact_verification_keeps_the_largest_documents_shingle_sets() -> None:
