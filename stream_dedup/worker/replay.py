@@ -15,6 +15,7 @@ from kafka import TopicPartition
 from stream_dedup.config import settings_changes
 from stream_dedup.engine.detection import DuplicateDetector
 from stream_dedup.errors import ChangelogError, ReplayTimeoutError
+from stream_dedup.kafka.bounded_commit import MissingTopicError
 from stream_dedup.kafka.changelog import ChangelogEntry, decode_entry, merge_parts
 from stream_dedup.kafka.clients import KafkaConnection, partition_reader, topic_id
 from stream_dedup.kafka.packed_arrays import record_at
@@ -81,7 +82,17 @@ class ChangelogReplay:
         return topic_id(self._consumer, self.partition.topic)
 
     def bounds(self) -> tuple[int, int]:
-        """(first offset still kept, last stable offset) of the changelog."""
+        """(first offset still kept, last stable offset) of the changelog.
+
+        Raises :class:`MissingTopicError` at once if the changelog is gone:
+        the offsets of a deleted topic are asked for 30 s (``request_timeout_ms``)
+        before the client gives up, and a standby taking over from an active
+        replica that died after the deletion waited that long before its next
+        session stopped the process, naming the topic
+        (:func:`~stream_dedup.worker.topics.refuse_lost_history`).
+        """
+        if not self._consumer.partitions_for_topic(self.partition.topic):
+            raise MissingTopicError(f"changelog_topic {self.partition.topic!r} does not exist (deleted?)")
         first = self._consumer.beginning_offsets([self.partition])[self.partition]
         end = self._consumer.end_offsets([self.partition])[self.partition]
         return int(first), int(end)

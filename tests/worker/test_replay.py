@@ -41,6 +41,9 @@ class CrawlingConsumer:
     def position(self, partition: Any) -> int:
         return self._position
 
+    def partitions_for_topic(self, topic: str) -> set[int]:
+        return {0}
+
     def beginning_offsets(self, partitions: list[Any]) -> dict[Any, int]:
         return dict.fromkeys(partitions, 0)
 
