@@ -41,6 +41,11 @@ class AssignmentNotes(ConsumerRebalanceListener):  # type: ignore[misc]
         return new
 
     @property
+    def pending(self) -> bool:
+        """An assignment was made that :meth:`take` has not given yet."""
+        return self._new is not None
+
+    @property
     def standing_by(self) -> bool:
         """The group's last assignment gave this member nothing, and no new join is under way."""
         return not self.holding and self.joining_since is None

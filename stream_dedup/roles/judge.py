@@ -35,6 +35,7 @@ from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
 from stream_dedup.kafka.topic_limits import size_limits
+from stream_dedup.roles.held_records import NOTHING_HELD, HeldRecords
 from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.roles.unique_forwards import UniqueForwards
 from stream_dedup.worker.events import StepReport, WorkerEvents
@@ -101,7 +102,7 @@ class Judge(RoleWork):
             consumer.seek(partition, offset)
         return resume
 
-    def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
+    def step(self, polled: dict[TopicPartition, list[Any]], held: HeldRecords = NOTHING_HELD) -> Outgoing | None:
         for partition, records in polled.items():
             if partition == self.sequenced:
                 self._read_batches(records)

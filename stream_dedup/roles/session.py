@@ -9,7 +9,8 @@ the role's own group, and for each step::
 
     1. poll (which also heartbeats and runs the rebalance listener)
     2. take over on a new assignment, before anything else (the role seeks)
-    3. step: what the role makes of the records polled (possibly nothing);
+    3. step: what the role makes of the records polled (possibly nothing; the
+       signer also takes what the client holds beyond them, :mod:`~stream_dedup.roles.held_records`);
        or, while another replica holds the partitions, stand by (a shard
        keeps a warm copy of its index)
     4. begin, send the records, send the offsets with the group's metadata, commit
@@ -98,6 +99,7 @@ from stream_dedup.kafka.oversized_batches import BatchBound
 from stream_dedup.kafka.processed_lag import ProcessedLag
 from stream_dedup.kafka.record_fit import SizeLimit
 from stream_dedup.kafka.sending import Send, send_all
+from stream_dedup.roles.held_records import NOTHING_HELD, GroupHeldRecords, HeldRecords
 from stream_dedup.roles.topics import ensure_role_topics
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.settings import WorkerSettings
@@ -136,8 +138,12 @@ class RoleWork(ABC):
         """
 
     @abstractmethod
-    def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
-        """What to send and commit for the records polled (and anything still pending), or nothing."""
+    def step(self, polled: dict[TopicPartition, list[Any]], held: HeldRecords = NOTHING_HELD) -> Outgoing | None:
+        """What to send and commit for the records polled (and anything still pending), or nothing.
+
+        ``held`` gives what the client holds beyond ``polled``, for a role that needs it (the signer); after
+        a poll of it rebalanced, the step must return nothing.
+        """
 
     @abstractmethod
     def committed(self, outgoing: Outgoing) -> None:
@@ -285,6 +291,7 @@ class _Session:
         self.assignments = AssignmentNotes()
         #: Lag from the offsets committed, not from those fetched: a judge holds batches until the shards answer.
         self.lag = ProcessedLag()
+        self.held = GroupHeldRecords(consumer, self.assignments, runner.max_poll_records, self.lag)
         self._last_observed = 0.0
 
     def run(self) -> None:
@@ -317,7 +324,7 @@ class _Session:
             # 3. Step, 4. one transaction for all it produced.
             started = time.perf_counter()
             self.lag.given(polled)
-            outgoing = self.work.step(polled)
+            outgoing = self.work.step(polled, self.held)
             if outgoing is not None:
                 self.commit(outgoing)
                 self.events.step_committed(outgoing.report, time.perf_counter() - started)

@@ -59,6 +59,7 @@ from stream_dedup.kafka.record_fit import OutgoingRecord
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.sequenced import BatchAssembly, SequencedBatch
+from stream_dedup.roles.held_records import NOTHING_HELD, HeldRecords
 from stream_dedup.roles.sequenced_tail import SequencedTail
 from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.worker.events import ProbeCounts, StepReport, WorkerEvents
@@ -179,7 +180,7 @@ class Shard(RoleWork):
     def _name(self) -> tuple[int, int]:
         return self.settings.shard_index, self.settings.shards
 
-    def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
+    def step(self, polled: dict[TopicPartition, list[Any]], held: HeldRecords = NOTHING_HELD) -> Outgoing | None:
         answers: list[ShardAnswer] = []
         documents = replayed = 0
         end: int | None = None

@@ -29,6 +29,7 @@ from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
 from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.sequenced import check_appendable
 from stream_dedup.kafka.topic_limits import size_limits
+from stream_dedup.roles.held_records import NOTHING_HELD, HeldRecords
 from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginning
 from stream_dedup.worker.events import StepReport, WorkerEvents
 from stream_dedup.worker.intake import BatchIntake
@@ -89,9 +90,13 @@ class Signer(RoleWork):
         self.intake.restart(assigned)
         return resume
 
-    def step(self, polled: dict[TopicPartition, list[Any]]) -> Outgoing | None:
+    def step(self, polled: dict[TopicPartition, list[Any]], held: HeldRecords = NOTHING_HELD) -> Outgoing | None:
         assert self.intake is not None, "a step comes after an assignment"
-        self.intake.add(polled)
+        # With many partitions, those whose records the client holds but has not handed out would count as
+        # starving, and the merge would sequence past them, out of event-time order (intake.fill).
+        self.intake.fill(polled, held.poll)
+        if held.rebalanced:
+            return None  # the loop takes over first: these partitions may be another signer's now
         records = self.intake.next_batch()
         if not records:
             return None
