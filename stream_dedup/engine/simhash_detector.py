@@ -3,7 +3,7 @@
 A document is a duplicate of the nearest earlier document whose fingerprint
 differs in at most ``max_hamming`` bits (among equals, the earliest); its
 similarity is ``1 - distance / 64``. The index finds every such fingerprint
-(Manku et al.'s permuted tables, :class:`~stream_dedup.lsh.HammingIndex`), so
+(Manku et al.'s permuted tables, :class:`~stream_dedup.lsh.hamming.HammingIndex`), so
 unlike MinHash banding nothing is left to chance once fingerprints are
 computed: the error lies all in the fingerprint, whose distance estimates the
 angle between the documents' shingle vectors (Charikar). About 60 bytes per
@@ -91,7 +91,7 @@ class SimHashDetector(DuplicateDetector):
         """Each row's nearest earlier document within ``max_hamming`` bits; changes nothing in the index.
 
         ``earlier`` (a mask over the batch's rows) keeps only the earlier rows
-        it marks as possible matches, as :meth:`Detector.probe` does.
+        it marks as possible matches, as :meth:`~stream_dedup.engine.detector.Detector.probe` does.
         ``document_texts`` is not read: a fingerprint's distance is exact,
         so no pair is left too near a threshold to judge.
         """

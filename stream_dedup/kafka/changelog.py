@@ -4,7 +4,7 @@ The index lives in memory; the changelog topic (one partition, so one order)
 makes it durable. Each batch's changelog records are written in the same
 transaction as its verdicts and input offsets, so the changelog holds exactly
 the batches whose verdicts were published. Replaying it through
-:meth:`Detector.process_signed` rebuilds the same index: same documents,
+:meth:`~stream_dedup.engine.detector.Detector.process_signed` rebuilds the same index: same documents,
 same order, same batch boundaries (a batch too big for one record is split
 into parts, and the parts are put back together before replay, because
 generation boundaries fall between batches).

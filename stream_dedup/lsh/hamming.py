@@ -196,7 +196,7 @@ class HammingIndex:
     ) -> None:
         """Insert a batch (sequence numbers ``next_seq`` onwards), then apply retention.
 
-        ``crowding``, the batch's :meth:`crowding`, lets the hot-cluster cap
+        ``crowding``, the batch's as :meth:`capped` returns it, lets the hot-cluster cap
         keep crowded fingerprints out of the tables; without it every row is entered.
         """
         keys = self.layout.keys(fingerprints)

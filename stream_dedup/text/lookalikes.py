@@ -8,7 +8,7 @@ shingles as the original. The table is Unicode's confusables (UTS #39,
 package), narrowed to what folding can do safely after NFKC and casefolding:
 
 - a single code point that is a letter of a script other than Latin, left
-  unchanged by NFKC and by casefolding (so it is what :func:`fold` sees),
+  unchanged by NFKC and by casefolding (so it is what :func:`~stream_dedup.text.normalize.fold` sees),
   confusable with one ASCII lower-case letter;
 - at most one letter per script and target: where a script has several
   (Cyrillic U+0456, U+04CF and U+A647 all look like ``i``), the lowest code
