@@ -118,3 +118,48 @@ def compose_workers(model: dict[str, Any]) -> dict[str, dict[str, Any]]:
         for name, service in model["services"].items()
         if service.get("image") == COMPOSE_IMAGE and service.get("command") is None
     }
+
+
+def kubernetes_objects(directory: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every object of the manifests in ``directory`` (one stage), by (kind, name)."""
+    return {
+        (document["kind"], document["metadata"]["name"]): document
+        for path in sorted(directory.glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+        for document in load_yaml_documents(path)
+    }
+
+
+def statefulsets() -> list[tuple[Path, dict[str, Any]]]:
+    """Every StatefulSet of both stages, with the directory of its stage (deploy/kubernetes, its sharded/)."""
+    return [
+        (directory, document)
+        for directory in (KUBERNETES, KUBERNETES / "sharded")
+        for (kind, _), document in kubernetes_objects(directory).items()
+        if kind == "StatefulSet"
+    ]
+
+
+def pod_environment(directory: Path, statefulset: dict[str, Any], ordinal: int) -> dict[str, str]:
+    """The ``STREAM_DEDUP_*`` variables the pod of ``ordinal`` starts with, as the kubelet sets them.
+
+    The ConfigMaps its ``envFrom`` names (looked up among its stage's objects, as the cluster
+    would), then its own ``env``: values, and the pod fields it refers to (its name, its ordinal).
+    The optional credentials' Secret is left out: it is not part of the stage.
+    """
+    objects = kubernetes_objects(directory)
+    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
+    environ: dict[str, str] = {}
+    for source in container.get("envFrom", []):
+        if "configMapRef" in source:
+            name = source["configMapRef"]["name"]
+            assert ("ConfigMap", name) in objects, f"{statefulset['metadata']['name']} reads ConfigMap {name}: not here"
+            environ |= objects[("ConfigMap", name)]["data"]
+    pod = f"{statefulset['metadata']['name']}-{ordinal}"
+    fields = {"metadata.name": pod, "metadata.labels['apps.kubernetes.io/pod-index']": str(ordinal)}
+    for variable in container.get("env", []):
+        if "value" in variable:
+            environ[variable["name"]] = variable["value"]
+        else:
+            environ[variable["name"]] = fields[variable["valueFrom"]["fieldRef"]["fieldPath"]]
+    return environ

@@ -135,3 +135,13 @@ def test_no_stage_service_is_given_a_setting_it_does_not_read() -> None:
     assert len(stages) == 6  # two workers; a signer, two shards and a judge
     for name, environment in stages.items():
         assert unused_settings(*layered_settings({}, {k: str(v) for k, v in environment.items()})) == [], name
+
+
+def test_the_sample_producer_runs_a_command_the_cli_accepts() -> None:
+    # Read as YAML so that it runs without Compose too; a misspelt flag would end the container with usage.
+    from stream_dedup.cli.main import build_parser
+
+    producer = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]["sample-data"]
+    assert producer["entrypoint"] == ["stream-dedup"]
+    args = build_parser().parse_args(producer["command"])
+    assert args.command == "produce-sample" and args.topic and args.count and args.rate

@@ -12,7 +12,16 @@ from stream_dedup.cli.settings_sources import layered_settings, resolve_settings
 from stream_dedup.cli.unused_settings import unused_settings
 from stream_dedup.worker.settings import WorkerSettings
 
-from .deployfiles import KUBERNETES, PROMETHEUS, assert_ok, load_yaml_documents, require_module, run, tool
+from .deployfiles import (
+    KUBERNETES,
+    PROMETHEUS,
+    assert_ok,
+    load_yaml_documents,
+    pod_environment,
+    require_module,
+    run,
+    tool,
+)
 
 yaml = require_module("yaml")
 
@@ -61,24 +70,7 @@ def test_sharded_kustomization_renders_every_manifest_and_nothing_of_the_single_
 
 def settings_of(statefulset: dict[str, Any], ordinal: int) -> WorkerSettings:
     """The settings a pod of ``statefulset`` starts with: the ConfigMap, then its own variables."""
-    return resolve_settings({}, environment_of(statefulset, ordinal))
-
-
-def environment_of(statefulset: dict[str, Any], ordinal: int) -> dict[str, str]:
-    """The ``STREAM_DEDUP_*`` variables of a pod of ``statefulset``: the ConfigMap's, then its own."""
-    environ = dict(load("configmap.yaml")["data"])
-    (container,) = statefulset["spec"]["template"]["spec"]["containers"]
-    pod = f"{statefulset['metadata']['name']}-{ordinal}"
-    for variable in container["env"]:
-        if "value" in variable:
-            environ[variable["name"]] = variable["value"]
-            continue
-        path = variable["valueFrom"]["fieldRef"]["fieldPath"]
-        environ[variable["name"]] = {
-            "metadata.name": pod,
-            "metadata.labels['apps.kubernetes.io/pod-index']": str(ordinal),
-        }[path]
-    return environ
+    return resolve_settings({}, pod_environment(SHARDED, statefulset, ordinal))
 
 
 @pytest.mark.parametrize("name", sorted(ROLE_SETS))
@@ -99,7 +91,7 @@ def test_no_pod_is_given_a_setting_its_role_does_not_read(name: str, with_creden
     secret = load_yaml_documents(KUBERNETES / "secret-sasl.example.yaml")[0]["stringData"] if with_credentials else {}
     statefulset = load(name)
     for ordinal in range(statefulset["spec"]["replicas"]):
-        assert unused_settings(*layered_settings({}, environment_of(statefulset, ordinal) | secret)) == []
+        assert unused_settings(*layered_settings({}, pod_environment(SHARDED, statefulset, ordinal) | secret)) == []
 
 
 def test_each_shard_has_a_standby_in_its_group_and_the_count_is_the_settings() -> None:
