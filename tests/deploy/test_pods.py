@@ -51,7 +51,7 @@ def status_of(url: str) -> int:
 
 def container_of(statefulset: dict[str, Any]) -> dict[str, Any]:
     (container,) = statefulset["spec"]["template"]["spec"]["containers"]
-    return container
+    return dict(container)
 
 
 def test_the_stages_have_the_statefulsets_the_docs_describe() -> None:

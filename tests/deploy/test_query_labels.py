@@ -1,0 +1,216 @@
+"""The labels the dashboard's queries and the alert rules rely on, held to the series that carry them.
+
+A label no series carries fails nothing in Prometheus: it groups everything into one series, prints
+an empty legend or alert summary, or selects nothing (and a misspelt alternative of a regex
+matcher selects less than it should). The queries still parse and still return series, so
+promtool and the live tests, which ask only for "some series", pass. Here each label is checked
+where it is used (tests/deploy/promql_labels.py works out which labels each part of a query
+carries): grouped by, matched on, joined with group_left, selected, shown in a legend or an
+alert's annotations; and each label value selected is one a process of the deployments exports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from prometheus_client import Counter, Gauge, Histogram
+
+from stream_dedup.cli.settings_sources import resolve_settings
+from stream_dedup.ops import runtime
+from stream_dedup.ops.metrics import WorkerMetrics
+
+from .deployfiles import COMPOSE, PROMETHEUS, pod_environment, require_module, statefulsets
+
+yaml = require_module("yaml")
+
+from . import promql  # noqa: E402  (after the PyYAML check: promql needs it)
+from .promql_labels import (  # noqa: E402
+    LabelCatalogue,
+    UnsupportedQueryError,
+    label_uses,
+    parse,
+    result_labels,
+    selectors,
+)
+
+# A regex matcher's value is checked when it is literal alternatives (all|shard); ".*" and the like are not.
+_ALTERNATIVES = re.compile(r"[\w-]+(?:\|[\w-]+)*")
+
+
+def metric_labels() -> dict[str, set[str]]:
+    """Each series name the worker exposes, with the labels its definition gives it (``up``: the scrape config's)."""
+    labels: dict[str, set[str]] = {}
+    for metric in vars(WorkerMetrics()).values():
+        # _name and _labelnames: prometheus_client keeps a metric's definition only there.
+        if isinstance(metric, Counter):
+            labels[metric._name + "_total"] = set(metric._labelnames)
+        elif isinstance(metric, Histogram):
+            labels |= {metric._name + suffix: set(metric._labelnames) for suffix in ("_bucket", "_sum", "_count")}
+        elif isinstance(metric, Gauge):
+            labels[metric._name] = set(metric._labelnames)
+    config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text(encoding="utf-8"))
+    labels["up"] = {
+        label for job in config["scrape_configs"] for s in job["static_configs"] for label in s.get("labels", {})
+    }
+    return labels
+
+
+def deployed_environments() -> Iterator[dict[str, str]]:
+    """The ``STREAM_DEDUP_*`` variables of every process the deployment files start: each pod, each compose stage."""
+    for directory, statefulset in statefulsets():
+        for ordinal in range(statefulset["spec"]["replicas"]):
+            yield pod_environment(directory, statefulset, ordinal)
+    for service in yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"].values():
+        environment = service.get("environment", {})
+        if "STREAM_DEDUP_GROUP_ID" in environment:
+            yield {name: str(value) for name, value in environment.items()}
+
+
+@pytest.fixture(scope="module")
+def catalogue() -> Iterator[LabelCatalogue]:
+    """The metrics' labels, and the values of those every deployed process exports from its start."""
+    values: dict[tuple[str, str], set[str]] = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runtime, "configure_logging", lambda *args: None)  # the test session's logging stays
+        for environment in deployed_environments():
+            settings = dataclasses.replace(resolve_settings({}, environment), metrics_port=0)
+            with runtime.observed_worker(settings, "test") as events:
+                for family in events.metrics.registry.collect():
+                    for sample in family.samples:
+                        for label, value in sample.labels.items():
+                            values.setdefault((sample.name, label), set()).add(value)
+    yield LabelCatalogue(metric_labels(), values)
+
+
+def expressions() -> list[tuple[str, str]]:
+    """(where, PromQL) of every dashboard query and every alert rule (whole, its terms joined)."""
+    queries = [(query.name, query.expr) for query in promql.dashboard_queries()]
+    return queries + [(f"alert {rule['alert']}", " ".join(rule["expr"].split())) for rule in promql.load_alert_rules()]
+
+
+def dashboard_targets() -> Iterator[tuple[str, dict[str, Any], str]]:
+    """(panel title, target, expression with Grafana's variables substituted) of every shown target."""
+    dashboard = promql.load_dashboard()
+    variables = promql.template_variable_names(dashboard)
+    for panel in promql.iter_panels(dashboard["panels"]):
+        for target in panel.get("targets", []):
+            if not target.get("hide"):
+                yield panel["title"], target, promql.substitute_grafana_variables(target["expr"], variables)
+
+
+def missing_labels(expr: str, catalogue: LabelCatalogue) -> list[str]:
+    return [
+        f"{use.label} ({use.where})" for use in label_uses(parse(expr), catalogue) if use.label not in use.available
+    ]
+
+
+def unexported_values(expr: str, catalogue: LabelCatalogue) -> list[str]:
+    """The label values ``expr`` selects that no deployed process exports (labels whose values are known)."""
+    unknown = []
+    for selector in selectors(parse(expr)):
+        for label, operator, value in selector.matchers:
+            exported = catalogue.values.get((selector.metric, label))
+            if exported is None or (operator in ("=~", "!~") and not _ALTERNATIVES.fullmatch(value)):
+                continue
+            alternatives = value.split("|") if operator in ("=~", "!~") else [value]
+            unknown += [f'{selector.metric}{{{label}="{each}"}}' for each in alternatives if each not in exported]
+    return unknown
+
+
+@pytest.mark.parametrize(("where", "expr"), expressions(), ids=[where for where, _ in expressions()])
+def test_every_label_a_query_groups_joins_or_selects_by_is_on_its_series(
+    where: str, expr: str, catalogue: LabelCatalogue
+) -> None:
+    assert not missing_labels(expr, catalogue), f"{where}: labels its series do not carry: {expr}"
+
+
+@pytest.mark.parametrize(("where", "expr"), expressions(), ids=[where for where, _ in expressions()])
+def test_every_label_value_a_query_selects_is_one_a_deployed_process_exports(
+    where: str, expr: str, catalogue: LabelCatalogue
+) -> None:
+    # verdict="duplicate", role="active", stage_role=~"all|shard": a misspelt value selects nothing, or less.
+    assert not unexported_values(expr, catalogue), where
+
+
+def test_every_legend_names_a_label_its_query_returns(catalogue: LabelCatalogue) -> None:
+    for title, target, expr in dashboard_targets():
+        shown = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", target.get("legendFormat", "")))
+        assert shown <= result_labels(parse(expr), catalogue), f"{title!r} {target['refId']}: {target['legendFormat']}"
+
+
+@pytest.mark.parametrize("rule", promql.load_alert_rules(), ids=lambda rule: rule["alert"])
+def test_every_alert_annotation_names_a_label_its_expression_returns(
+    rule: dict[str, Any], catalogue: LabelCatalogue
+) -> None:
+    returned = result_labels(parse(" ".join(rule["expr"].split())), catalogue)
+    for name, text in rule["annotations"].items():
+        assert set(re.findall(r"\$labels\.(\w+)", text)) <= returned, f"{name} names labels the alert has not"
+
+
+@pytest.mark.parametrize(
+    ("expr", "missing"),
+    [
+        # The lag has no stage_role: grouped by it, every role's lag is one series.
+        ("sum by (stage_role) (stream_dedup_consumer_lag_records)", ["stage_role (sum by)"]),
+        (
+            'stream_dedup_consumer_lag_records{stage_role="shard"}',
+            ["stage_role (matcher of stream_dedup_consumer_lag_records)"],
+        ),
+        (
+            "stream_dedup_merge_wait_seconds * on (job, instance) group_left (shard) stream_dedup_role",
+            ["shard (* group_left)"],
+        ),
+        (
+            "sum(stream_dedup_role) and on (role) stream_dedup_stage_role",
+            ["role (and on (left side))", "role (and on (right side))"],
+        ),
+        # Through a join, a histogram's le, and sum's grouping: all there.
+        (
+            "sum by (stage_role, shard) (stream_dedup_consumer_lag_records"
+            " * on (job, instance) group_left (stage_role, shard) stream_dedup_stage_role)",
+            [],
+        ),
+        ("histogram_quantile(0.9, sum by (le) (rate(stream_dedup_batch_duration_seconds_bucket[1m])))", []),
+    ],
+)
+def test_a_label_the_series_do_not_carry_is_named(expr: str, missing: list[str], catalogue: LabelCatalogue) -> None:
+    assert missing_labels(expr, catalogue) == missing
+
+
+def test_a_value_no_process_exports_is_named_in_plain_and_regex_matchers(catalogue: LabelCatalogue) -> None:
+    expr = 'stream_dedup_stage_role{stage_role=~"all|shards"} and stream_dedup_role{role="activ", job=~".*"}'
+    assert unexported_values(expr, catalogue) == [
+        'stream_dedup_stage_role{stage_role="shards"}',
+        'stream_dedup_role{role="activ"}',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("expr", "labels"),
+    [
+        ("sum(stream_dedup_role)", set()),
+        ("time() - stream_dedup_last_commit_timestamp_seconds > 60", {"job", "instance"}),
+        ("sum by (job) (stream_dedup_role) + on (job) sum by (job, instance) (stream_dedup_role)", {"job"}),
+        ("(sum by (job) (stream_dedup_role) or on () vector(0)) < 1", {"job"}),
+        (
+            "histogram_quantile(0.5, sum by (le, instance) (rate(stream_dedup_batch_documents_bucket[1m])))",
+            {"instance"},
+        ),
+    ],
+)
+def test_the_labels_a_query_returns_follow_prometheus_rules(
+    expr: str, labels: set[str], catalogue: LabelCatalogue
+) -> None:
+    assert result_labels(parse(expr), catalogue) == labels
+
+
+@pytest.mark.parametrize(
+    "expr", ["sum(stream_dedup_role) by (job)", 'label_replace(stream_dedup_role, "a", "$1", "role", "(.*)")', "2 ^ 3"]
+)
+def test_promql_outside_the_modelled_subset_is_refused_not_passed(expr: str) -> None:
+    with pytest.raises(UnsupportedQueryError):
+        result_labels(parse(expr), LabelCatalogue(metric_labels()))
