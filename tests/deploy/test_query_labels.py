@@ -29,6 +29,7 @@ yaml = require_module("yaml")
 
 from . import promql  # noqa: E402  (after the PyYAML check: promql needs it)
 from .promql_labels import (  # noqa: E402
+    TARGET_LABELS,
     LabelCatalogue,
     UnsupportedQueryError,
     label_uses,
@@ -39,6 +40,15 @@ from .promql_labels import (  # noqa: E402
 
 # A regex matcher's value is checked when it is literal alternatives (all|shard); ".*" and the like are not.
 _ALTERNATIVES = re.compile(r"[\w-]+(?:\|[\w-]+)*")
+# Where the runbooks and docs quote PromQL: an aggregation by labels, a selector with matchers, a metric with the
+# names of its labels (the docs' table: stream_dedup_role{role}), a dashboard row named for what to look at.
+_QUOTED_AGGREGATION = re.compile(r"\b(?:sum|max|min|avg|count) by \([^)]*\) \(")
+_QUOTED_SELECTOR = re.compile(r'\bstream_dedup_\w+\{[^}]*="[^}]*\}')
+_QUOTED_LABEL_NAMES = re.compile(r"\b(stream_dedup_\w+)\{([\w,]+)\}")
+_QUOTED_ROW = re.compile(r'dashboard row "([^"]+)"')
+# Prose that groups a metric: "stream_dedup_consumer_lag_records by stage_role and shard".
+_PROSE_GROUPING = re.compile(r"\b(stream_dedup_\w+) by (\w+)(?: and (\w+))?")
+PROSE = [promql.REPO_ROOT / "README.md", *sorted((promql.REPO_ROOT / "docs").glob("*.md"))]
 
 
 def metric_labels() -> dict[str, set[str]]:
@@ -102,6 +112,30 @@ def dashboard_targets() -> Iterator[tuple[str, dict[str, Any], str]]:
                 yield panel["title"], target, promql.substitute_grafana_variables(target["expr"], variables)
 
 
+def quoted_queries(text: str) -> list[str]:
+    """The PromQL quoted in ``text``: each aggregation by labels (to its closing parenthesis), and each selector."""
+    text = " ".join(text.split())
+    queries = []
+    for match in _QUOTED_AGGREGATION.finditer(text):
+        depth = 0
+        for end in range(match.end() - 1, len(text)):
+            depth += {"(": 1, ")": -1}.get(text[end], 0)
+            if depth == 0:
+                queries.append(text[match.start() : end + 1])
+                break
+    return queries + [
+        selector for selector in _QUOTED_SELECTOR.findall(text) if not any(selector in q for q in queries)
+    ]
+
+
+def runbooks_and_docs() -> list[tuple[str, str]]:
+    """(where, text) of every alert's annotations and of each page of the docs."""
+    annotations = [
+        (f"alert {rule['alert']}", " ".join(rule["annotations"].values())) for rule in promql.load_alert_rules()
+    ]
+    return annotations + [(path.name, path.read_text(encoding="utf-8")) for path in PROSE]
+
+
 def missing_labels(expr: str, catalogue: LabelCatalogue) -> list[str]:
     return [
         f"{use.label} ({use.where})" for use in label_uses(parse(expr), catalogue) if use.label not in use.available
@@ -149,6 +183,30 @@ def test_every_alert_annotation_names_a_label_its_expression_returns(
     returned = result_labels(parse(" ".join(rule["expr"].split())), catalogue)
     for name, text in rule["annotations"].items():
         assert set(re.findall(r"\$labels\.(\w+)", text)) <= returned, f"{name} names labels the alert has not"
+
+
+@pytest.mark.parametrize(("where", "text"), runbooks_and_docs(), ids=[where for where, _ in runbooks_and_docs()])
+def test_what_the_runbooks_and_docs_tell_an_operator_to_query_is_there(
+    where: str, text: str, catalogue: LabelCatalogue
+) -> None:
+    # "stream_dedup_consumer_lag_records by stage_role and shard" sent the operator to a label the lag has not.
+    for query in quoted_queries(text):
+        assert not missing_labels(query, catalogue) and not unexported_values(query, catalogue), f"{where}: {query}"
+    for metric, *grouping in _PROSE_GROUPING.findall(text.replace("`", "")):
+        assert set(filter(None, grouping)) <= catalogue.of(metric), f"{where}: {metric} has no label {grouping}"
+    for metric, names in _QUOTED_LABEL_NAMES.findall(text):
+        assert set(names.split(",")) == catalogue.of(metric) - TARGET_LABELS, f"{where}: {metric}{{{names}}}"
+    rows = {panel["title"] for panel in promql.iter_panels(promql.load_dashboard()["panels"]) if panel["type"] == "row"}
+    assert set(_QUOTED_ROW.findall(" ".join(text.split()))) <= rows, f"{where} names a dashboard row there is not"
+
+
+def test_queries_are_found_where_the_prose_quotes_them() -> None:
+    text = """see which reason grows: sum by (reason) (rate(stream_dedup_dead_letters_total[5m])).
+    Check stream_dedup_transactions_total{outcome="aborted"}; stream_dedup_role{role} is a table row."""
+    assert quoted_queries(text) == [
+        "sum by (reason) (rate(stream_dedup_dead_letters_total[5m]))",
+        'stream_dedup_transactions_total{outcome="aborted"}',
+    ]
 
 
 @pytest.mark.parametrize(
