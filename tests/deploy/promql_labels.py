@@ -345,15 +345,19 @@ def label_uses(node: Node, catalogue: LabelCatalogue) -> Iterator[LabelUse]:
             yield LabelUse(label, f"{node.operator} group_left", right)
 
 
+def nodes(node: Node) -> Iterator[Node]:
+    """``node`` and every node below it."""
+    yield node
+    if isinstance(node, Call):
+        for argument in node.arguments:
+            yield from nodes(argument)
+    elif isinstance(node, Aggregation):
+        yield from nodes(node.argument)
+    elif isinstance(node, Binary):
+        yield from nodes(node.left)
+        yield from nodes(node.right)
+
+
 def selectors(node: Node) -> Iterator[Selector]:
     """Every metric selector of ``node``."""
-    if isinstance(node, Selector):
-        yield node
-    elif isinstance(node, Call):
-        for argument in node.arguments:
-            yield from selectors(argument)
-    elif isinstance(node, Aggregation):
-        yield from selectors(node.argument)
-    elif isinstance(node, Binary):
-        yield from selectors(node.left)
-        yield from selectors(node.right)
+    return (each for each in nodes(node) if isinstance(each, Selector))

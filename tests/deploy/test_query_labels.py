@@ -30,9 +30,12 @@ yaml = require_module("yaml")
 from . import promql  # noqa: E402  (after the PyYAML check: promql needs it)
 from .promql_labels import (  # noqa: E402
     TARGET_LABELS,
+    Call,
     LabelCatalogue,
+    Selector,
     UnsupportedQueryError,
     label_uses,
+    nodes,
     parse,
     result_labels,
     selectors,
@@ -51,17 +54,25 @@ _PROSE_GROUPING = re.compile(r"\b(stream_dedup_\w+) by (\w+)(?: and (\w+))?")
 PROSE = [promql.REPO_ROOT / "README.md", *sorted((promql.REPO_ROOT / "docs").glob("*.md"))]
 
 
-def metric_labels() -> dict[str, set[str]]:
-    """Each series name the worker exposes, with the labels its definition gives it (``up``: the scrape config's)."""
-    labels: dict[str, set[str]] = {}
+def metric_definitions() -> dict[str, tuple[str, set[str]]]:
+    """Each series name the worker exposes: ``counter`` if it only grows (a counter's, a histogram's), else
+    ``gauge``, and the labels its definition gives it."""
+    definitions = {}
     for metric in vars(WorkerMetrics()).values():
         # _name and _labelnames: prometheus_client keeps a metric's definition only there.
+        labels = set(getattr(metric, "_labelnames", ()))
         if isinstance(metric, Counter):
-            labels[metric._name + "_total"] = set(metric._labelnames)
+            definitions[metric._name + "_total"] = ("counter", labels)
         elif isinstance(metric, Histogram):
-            labels |= {metric._name + suffix: set(metric._labelnames) for suffix in ("_bucket", "_sum", "_count")}
+            definitions |= {metric._name + suffix: ("counter", labels) for suffix in ("_bucket", "_sum", "_count")}
         elif isinstance(metric, Gauge):
-            labels[metric._name] = set(metric._labelnames)
+            definitions[metric._name] = ("gauge", labels)
+    return definitions
+
+
+def metric_labels() -> dict[str, set[str]]:
+    """Each series name with its labels (``up``: those the scrape config adds to its targets)."""
+    labels = {name: names for name, (_, names) in metric_definitions().items()}
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text(encoding="utf-8"))
     labels["up"] = {
         label for job in config["scrape_configs"] for s in job["static_configs"] for label in s.get("labels", {})
@@ -168,6 +179,35 @@ def test_every_label_value_a_query_selects_is_one_a_deployed_process_exports(
 ) -> None:
     # verdict="duplicate", role="active", stage_role=~"all|shard": a misspelt value selects nothing, or less.
     assert not unexported_values(expr, catalogue), where
+
+
+#: Functions of a counter's increase (rate() of a gauge is meaningless, and reads a drop as a reset), and of a gauge's.
+_OF_COUNTERS = frozenset({"rate", "irate", "increase"})
+_OF_GAUGES = frozenset({"deriv", "delta", "idelta"})
+
+
+def misapplied_functions(expr: str) -> list[str]:
+    """Each rate()/increase() of a gauge and deriv()/delta() of a counter in ``expr``."""
+    kinds, wrong = {name: kind for name, (kind, _) in metric_definitions().items()}, []
+    for call in (node for node in nodes(parse(expr)) if isinstance(node, Call)):
+        wanted = "counter" if call.function in _OF_COUNTERS else "gauge" if call.function in _OF_GAUGES else None
+        (argument,) = call.arguments if wanted else (None,)
+        if wanted and not (isinstance(argument, Selector) and kinds.get(argument.metric) == wanted):
+            wrong.append(f"{call.function}() of {getattr(argument, 'metric', argument)}, not of a {wanted}")
+    return wrong
+
+
+@pytest.mark.parametrize(("where", "expr"), expressions(), ids=[where for where, _ in expressions()])
+def test_rates_are_of_counters_and_derivatives_of_gauges(where: str, expr: str) -> None:
+    assert not misapplied_functions(expr), where
+
+
+def test_a_rate_of_a_gauge_and_a_derivative_of_a_counter_are_named() -> None:
+    expr = "rate(stream_dedup_consumer_lag_records[5m]) + deriv(stream_dedup_documents_total[5m])"
+    assert misapplied_functions(expr) == [
+        "rate() of stream_dedup_consumer_lag_records, not of a counter",
+        "deriv() of stream_dedup_documents_total, not of a gauge",
+    ]
 
 
 def test_every_legend_names_a_label_its_query_returns(catalogue: LabelCatalogue) -> None:
