@@ -66,6 +66,7 @@ from stream_dedup.worker.events import ProbeCounts, StepReport, WorkerEvents
 from stream_dedup.worker.restore import warn_of_changed_settings
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
+from stream_dedup.worker.working_heartbeat import heartbeats_while_working
 
 log = logging.getLogger(__name__)
 
@@ -157,12 +158,13 @@ class Shard(RoleWork):
         beginning = int(consumer.beginning_offsets([self.partition])[self.partition])
         usable = continued_by("sequenced topic", beginning, committed, "the group's committed offset")
         self.topic_id = topic_id(consumer, s.sequenced_topic)
-        loaded = self.store.load_newest(
-            lambda path: load_shard_snapshot(path, s.detection, s.shard_index, s.shards),
-            s.sequenced_topic,
-            usable,
-            self.topic_id,
-        )
+        with heartbeats_while_working(self.events):  # minutes for a large index, with no poll to heartbeat
+            loaded = self.store.load_newest(
+                lambda path: load_shard_snapshot(path, s.detection, s.shard_index, s.shards),
+                s.sequenced_topic,
+                usable,
+                self.topic_id,
+            )
         self.schedule = SnapshotSchedule(s.snapshot_interval_seconds, s.snapshot_every_documents)
         if loaded is None:
             log.info("shard %d of %d: no usable snapshot, rebuilding from sequenced offset %d", *self._name, beginning)

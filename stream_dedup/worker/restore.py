@@ -17,6 +17,7 @@ from stream_dedup.worker.events import WorkerEvents
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.settings import WorkerSettings
 from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
+from stream_dedup.worker.working_heartbeat import heartbeats_while_working
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,9 @@ def restore(
     schedule = SnapshotSchedule(s.snapshot_interval_seconds, s.snapshot_every_documents)
     first, end = replay.bounds()
     usable = continued_by("changelog", first, end, "the changelog's end")
-    loaded = store.load_newest(
-        lambda path: load_snapshot(path, s.detection), s.changelog_topic, usable, replay.topic_id()
-    )
+    topic_id = replay.topic_id()
+    with heartbeats_while_working(events):  # minutes for a large index, with no poll to heartbeat
+        loaded = store.load_newest(lambda path: load_snapshot(path, s.detection), s.changelog_topic, usable, topic_id)
     if loaded is None:
         log.info("no usable snapshot: replaying the whole changelog (offsets %d..%d)", first, end)
         detector = detector_factory(s.detection)
