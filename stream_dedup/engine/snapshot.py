@@ -536,6 +536,7 @@ def _generation_parts(
         and parts["entries"].shape == (tables,)
         and (docs.size == 0 or int(docs.max()) <= documents)
         and _tables_count_their_entries(docs, parts["fingerprints"], parts["entries"])
+        and _probes_end(parts["fingerprints"])
     )
     if not consistent:
         raise CorruptSnapshotError(f"snapshot: arrays of generation {i} do not hold {documents} documents alike")
@@ -550,6 +551,17 @@ def _tables_count_their_entries(docs: np.ndarray, fingerprints: np.ndarray, entr
     """
     used = fingerprints != 0
     return bool((used == (docs != 0)).all()) and bool((entries == used.sum(axis=(1, 2))).all())
+
+
+def _probes_end(fingerprints: np.ndarray) -> bool:
+    """Whether each band has a bucket whose last slot is free, where a lookup of a key not stored stops.
+
+    A lookup goes on to the next bucket (wrapping around) from one whose last
+    slot is used: in a band of no other, it looked for a new key forever, and
+    the stage hung on its first batch. Tables fill buckets from their first
+    slot and grow at 75% full, so a whole one always has such a bucket.
+    """
+    return bool((fingerprints[:, :, -1] == 0).any(axis=1).all())
 
 
 def _generation_names(exact: bool, simhash: bool, set_sizes: bool) -> list[str]:

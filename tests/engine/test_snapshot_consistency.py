@@ -423,6 +423,48 @@ def test_band_tables_that_do_not_count_their_entries_are_refused(
         load_snapshot(written(tmp_path, change), CONFIG)
 
 
+def fill_the_last_slot_of_every_bucket(arrays: Arrays, band: int, documents: int = 30) -> None:
+    """Band ``band``'s tables with the last slot of each bucket used (by a stored document), counted right."""
+    docs, fingerprints = arrays["generation0.docs"][band], arrays["generation0.fingerprints"][band]
+    docs[:, -1] = np.arange(docs.shape[0]) % documents + 1
+    fingerprints[:, -1] = 1  # odd, as a stored key's
+    arrays["generation0.entries"][band] = np.count_nonzero(arrays["generation0.fingerprints"][band])
+
+
+def fill_every_slot(arrays: Arrays) -> None:
+    docs, fingerprints = arrays["generation0.docs"][0], arrays["generation0.fingerprints"][0]
+    docs[:] = (np.arange(docs.size) % 30 + 1).reshape(docs.shape)
+    fingerprints[:] = 1
+    arrays["generation0.entries"][0] = docs.size
+
+
+@pytest.mark.parametrize(
+    "change",
+    [fill_every_slot, lambda arrays: fill_the_last_slot_of_every_bucket(arrays, band=3)],
+    ids=["every-slot", "last-slot-of-every-bucket"],
+)
+def test_a_band_table_whose_every_bucket_ends_used_is_refused(tmp_path: Path, change: Callable[[Arrays], None]) -> None:
+    """A lookup moves on from a bucket whose last slot is used: in such a band, it looked for a new key forever.
+
+    Tables never get there (they fill each bucket from its first slot, and grow at 75% full); loaded, the
+    stage hung on its first batch, without a word.
+    """
+    with pytest.raises(CorruptSnapshotError, match="generation 0"):
+        load_snapshot(written(tmp_path, change), CONFIG)
+
+
+def test_band_tables_with_a_free_last_slot_somewhere_in_each_band_still_load(tmp_path: Path) -> None:
+    """Full buckets are legitimate (an entry then goes on to the next): only a band of nothing else is refused."""
+
+    def all_but_one(arrays: Arrays) -> None:
+        fill_the_last_slot_of_every_bucket(arrays, band=3)
+        arrays["generation0.docs"][3, 0, -1] = arrays["generation0.fingerprints"][3, 0, -1] = 0
+        arrays["generation0.entries"][3] -= 1
+
+    detector, _ = load_snapshot(written(tmp_path, all_but_one), CONFIG)
+    assert len(detector) == 30
+
+
 @pytest.mark.parametrize(
     "change",
     [
