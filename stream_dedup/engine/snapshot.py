@@ -57,7 +57,7 @@ from stream_dedup.engine.detector import Detector
 from stream_dedup.engine.sharding import ShardDetector
 from stream_dedup.engine.simhash_detector import SimHashDetector, hamming_index
 from stream_dedup.errors import CorruptSnapshotError, ForeignSnapshotError, IncompatibleSnapshotError
-from stream_dedup.lsh.arena import Arena, ends_fit
+from stream_dedup.lsh.arena import Arena, ends_fit, ids_fit
 from stream_dedup.lsh.band_table import BUCKET_SLOTS
 from stream_dedup.lsh.generation import Generation
 from stream_dedup.lsh.hamming import HammingIndex
@@ -527,7 +527,7 @@ def _generation_parts(
     consistent = (
         all(parts[name].shape == (documents, *row) for name, row in rows.items())
         and parts["id_bytes"].ndim == 1
-        and ends_fit(parts["id_ends"], parts["id_bytes"].size, documents)
+        and ids_fit(parts["id_ends"], parts["id_bytes"], documents)
         and ("shingle_ends" not in parts or _shingles_fit(parts, documents))
         and docs.ndim == 3
         and docs.shape[0] == tables

@@ -5,6 +5,8 @@ at most 1.25 times what is used: the per-document memory budget (400 bytes
 at a million documents) leaves no room for a doubling's idle half.
 """
 
+import codecs
+
 import numpy as np
 import numpy.typing as npt
 
@@ -72,6 +74,33 @@ def ends_fit(ends: np.ndarray, size: int, count: int) -> bool:
     if count == 0:
         return size == 0
     return int(ends[-1]) == size and bool((np.diff(ends.astype(np.int64), prepend=0) >= 0).all())
+
+
+#: Bytes of ids checked at a time: a whole generation's decoded at once would take gigabytes for a moment.
+_DECODED_AT_ONCE = 1 << 24
+
+
+def ids_fit(ends: np.ndarray, data: npt.NDArray[np.uint8], count: int) -> bool:
+    """Whether ``ends`` cut ``data`` into ``count`` ids as :class:`IdArena` holds them: UTF-8, cut between characters.
+
+    Stored otherwise (a damaged snapshot that checksums right), an id read
+    back raised UnicodeDecodeError in the middle of a batch, and again in
+    every batch after each restart from the same snapshot.
+    """
+    if not ends_fit(ends, data.size, count):
+        return False
+    cuts = ends[:-1][ends[:-1] < data.size].astype(np.intp)
+    if ((data[cuts] & 0xC0) == 0x80).any():  # an id starting at a continuation byte: its first character cut
+        return False
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    whole = memoryview(np.ascontiguousarray(data).data)
+    try:
+        for start in range(0, data.size, _DECODED_AT_ONCE):
+            decoder.decode(whole[start : start + _DECODED_AT_ONCE])
+        decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 #: Id bytes past which a generation takes no more documents: its end offsets are uint32, and a

@@ -61,7 +61,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stream_dedup.errors import ConfigError, CorruptSnapshotError, IncompatibleSnapshotError
-from stream_dedup.lsh.arena import Arena, IdArena, ends_fit
+from stream_dedup.lsh.arena import Arena, IdArena, ids_fit
 from stream_dedup.lsh.generation import NO_SOURCE
 from stream_dedup.lsh.hamming_params import HammingLayout, KeyArray
 from stream_dedup.lsh.hamming_runs import IntArray, RunStack, SortedRun
@@ -460,7 +460,7 @@ class _Generation:
             fingerprints.shape == (documents,)
             and sources.shape == (documents,)
             and bool((skipped < documents).all())
-            and ends_fit(id_ends, id_bytes.size, documents)
+            and ids_fit(id_ends, id_bytes, documents)
         )
         if not consistent:
             raise CorruptSnapshotError(

@@ -93,6 +93,38 @@ def test_id_ends_that_do_not_cut_the_id_bytes_in_order_are_refused(
         load_snapshot(written(tmp_path, change), CONFIG)
 
 
+def not_utf8(arrays: Arrays) -> None:
+    arrays["generation0.id_bytes"][0] = 0xFF
+
+
+def a_character_cut(arrays: Arrays) -> None:
+    """The first id, "d0é", ends in the middle of its "é" (two bytes): the halves are UTF-8 only together."""
+    arrays["generation0.id_ends"][0] -= 1
+
+
+@pytest.mark.parametrize("config", [CONFIG, DetectionConfig(method="simhash")], ids=["banded", "hamming"])
+@pytest.mark.parametrize("change", [not_utf8, a_character_cut], ids=["not-utf8", "character-cut"])
+def test_ids_that_do_not_read_back_as_utf8_are_refused(
+    tmp_path: Path, config: DetectionConfig, change: Callable[[Arrays], None]
+) -> None:
+    """Loaded, the first match of such a document raised UnicodeDecodeError mid-batch, after every restart."""
+    detector = make_detector(config)
+    detector.process([f"d{i}é" for i in range(10)], make_corpus(10, seed=6), event_times=[1.0] * 10)
+
+    with pytest.raises(CorruptSnapshotError, match="generation 0"):
+        load_snapshot(written(tmp_path, change, detector=detector), config)
+
+
+def test_ids_of_any_script_load_as_they_were(tmp_path: Path) -> None:
+    ids = ["é", "", "日本語", "d3", "🦀x", "Ω"] + [f"d{i}" for i in range(6, 10)]
+    detector = make_detector(CONFIG)
+    detector.process(ids, make_corpus(10, seed=6), event_times=[1.0] * 10)
+
+    restored, _ = load_snapshot(written(tmp_path, detector=detector), CONFIG)
+
+    assert restored.index.ids_of(np.arange(10, dtype=np.int64)) == ids
+
+
 def test_a_band_table_naming_a_document_not_stored_is_refused(tmp_path: Path) -> None:
     def change(arrays: Arrays) -> None:
         arrays["generation0.docs"].reshape(-1)[0] = 31
