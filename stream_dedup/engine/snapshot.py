@@ -350,14 +350,16 @@ def malformed_as_corrupt(source: Path) -> Iterator[None]:
 
     Its checksum passed, so only a writer's bug or a hand-made file gets here;
     the store then skips it for an older snapshot, as for a flipped bit. Every
-    such error names ``source`` (the index's own checks do not know it).
+    such error names ``source`` (the index's own checks do not know it), as
+    does an index export of another format: that one stops the stage, and the
+    operator must know which file to move away.
     """
     try:
         yield
-    except CorruptSnapshotError as error:
+    except (CorruptSnapshotError, IncompatibleSnapshotError) as error:
         if str(error).startswith(str(source)):
             raise
-        raise CorruptSnapshotError(f"{source}: {error}") from error
+        raise type(error)(f"{source}: {error}") from error
     # A size past what numpy can hold raises OverflowError; a header nested past Python's stack, RecursionError.
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as error:
         raise CorruptSnapshotError(

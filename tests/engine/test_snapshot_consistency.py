@@ -7,6 +7,7 @@ size, null metadata or state of the wrong JSON types. Each must raise
 """
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from stream_dedup.engine.snapshot import (
     load_shard_snapshot,
     read_snapshot_metadata,
 )
-from stream_dedup.errors import CorruptSnapshotError
+from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
 from stream_dedup.lsh import IndexedBatch
 from tests.corpus import make_corpus
 
@@ -307,6 +308,19 @@ def test_a_hamming_index_array_of_another_dtype_is_refused(tmp_path: Path, name:
 
     with pytest.raises(CorruptSnapshotError, match=rf"generation0\.{name} is <f8"):
         load_snapshot(written(tmp_path, change, detector=simhash), SIMHASH)
+
+
+def test_a_hamming_index_export_of_another_format_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """Refused as incompatible, it stops the stage (as a snapshot of another format does): the file must be named."""
+    simhash = make_detector(SIMHASH)
+    simhash.process([f"d{i}" for i in range(10)], make_corpus(10, seed=6))
+
+    def earlier_format(header: dict[str, Any]) -> None:
+        header["state"]["hamming"]["format"] = "stream-dedup/hamming-index/1"
+
+    path = written(tmp_path, change_header=earlier_format, detector=simhash)
+    with pytest.raises(IncompatibleSnapshotError, match=rf"^{re.escape(str(path))}: .*hamming-index/1"):
+        load_snapshot(path, SIMHASH)
 
 
 def shard_of(documents: int) -> ShardDetector:
