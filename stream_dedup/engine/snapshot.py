@@ -40,6 +40,7 @@ import json
 import math
 import os
 import re
+import stat
 import struct
 import threading
 from collections.abc import Iterator
@@ -262,7 +263,7 @@ def read_snapshot_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     source = Path(path)
     with malformed_as_corrupt(source):
-        header, _ = _verified_parts(source, source.read_bytes())
+        header, _ = _verified_parts(source, _contents(source))
         return _metadata(source, header)
 
 
@@ -378,7 +379,7 @@ def _metadata(source: Path, header: dict[str, Any]) -> dict[str, Any]:
 
 def _read(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """The verified header and the arrays, copied out of the file's bytes."""
-    header, body = _verified_parts(source, source.read_bytes())
+    header, body = _verified_parts(source, _contents(source))
     arrays: dict[str, np.ndarray] = {}
     position = 0  # the writer puts the arrays back to back, in the directory's order, and nothing after
     for entry in header["arrays"]:
@@ -579,6 +580,21 @@ def _shingles_fit(parts: dict[str, np.ndarray], documents: int) -> bool:
     return parts["shingle_values"].ndim == 1 and ends_fit(
         parts["shingle_ends"], parts["shingle_values"].size, documents
     )
+
+
+def _contents(source: Path) -> bytes:
+    """The bytes of ``source``, which must be a regular file (CorruptSnapshotError for anything else of its name).
+
+    Read as a file, a FIFO waited for a writer (the stage hung at its restore
+    without a word) and a device such as /dev/zero never ended.
+    """
+    # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file's reads ignore the flag.
+    with open(os.open(source, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise CorruptSnapshotError(
+                f"{source} is not a regular file: move it away (an older snapshot, or the changelog, is used instead)"
+            )
+        return file.read()
 
 
 def _verified_parts(source: Path, blob: bytes) -> tuple[dict[str, Any], memoryview]:

@@ -10,6 +10,7 @@ import os
 import random
 import re
 import tempfile
+import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -341,6 +342,23 @@ def test_a_file_that_is_not_a_snapshot_is_refused_as_corrupt_naming_the_file(tmp
 
     with raises_naming(CorruptSnapshotError, path):
         load_snapshot(path, DetectionConfig())
+
+
+def test_a_fifo_under_a_snapshot_name_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    """Read as a file, it blocked until a writer came: the stage hung at its restore, saying nothing."""
+    path = tmp_path / "snapshot-000000000010.sds"
+    os.mkfifo(path)
+    refused: list[str] = []
+
+    def load() -> None:
+        with raises_naming(CorruptSnapshotError, path) as refusal:
+            load_snapshot(path, DetectionConfig())
+        refused.append(str(refusal.value))
+
+    reader = threading.Thread(target=load, daemon=True)  # daemon: a reader that hangs fails the test, not the run
+    reader.start()
+    reader.join(60)
+    assert refused and "not a regular file" in refused[0]
 
 
 # --- compatibility ----------------------------------------------------------------------
