@@ -35,6 +35,7 @@ the temporary of a write killed with its process is left, and removed by
 the next process to open the directory (:func:`abandoned_temporaries`).
 """
 
+import io
 import itertools
 import json
 import math
@@ -263,7 +264,7 @@ def read_snapshot_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     """
     source = Path(path)
     with malformed_as_corrupt(source):
-        header, _ = _verified_parts(source, _contents(source))
+        header, _ = _read(source, arrays_wanted=False)
         return _metadata(source, header)
 
 
@@ -377,28 +378,119 @@ def _metadata(source: Path, header: dict[str, Any]) -> dict[str, Any]:
     return metadata
 
 
-def _read(source: Path) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The verified header and the arrays, copied out of the file's bytes."""
-    header, body = _verified_parts(source, _contents(source))
-    arrays: dict[str, np.ndarray] = {}
+def _read(source: Path, arrays_wanted: bool = True) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The verified header and the arrays (none unless ``arrays_wanted``), each read from the file into its own.
+
+    The file is read a piece at a time, never whole: held whole beside the
+    arrays copied out of it, a restore took twice the index's memory at its
+    peak, past the headroom the deploy sizes beside the index (a quarter),
+    and an index that had grown to its limit was killed at every restart,
+    which no older snapshot can help. Sizes are checked against the file's
+    before anything is allocated, and nothing is trusted before the checksum
+    is: a directory that cannot be read still has the rest of the file hashed,
+    so that a flipped bit is said to be one.
+    """
+    with _opened(source) as file:
+        size = os.fstat(file.fileno()).st_size
+        prefix = file.read(_PREFIX.size)
+        if size < _PREFIX.size + _DIGEST_BYTES + len(END_MAGIC) or prefix[: len(MAGIC)] != MAGIC:
+            raise CorruptSnapshotError(f"{source} is not a stream-dedup snapshot (bad magic or too short)")
+        content_end = size - _DIGEST_BYTES - len(END_MAGIC)
+        file.seek(content_end)
+        stored_digest, end_magic = file.read(_DIGEST_BYTES), file.read()
+        if end_magic != END_MAGIC:
+            raise CorruptSnapshotError(f"{source} is truncated (no end marker); delete it or restore a good copy")
+        _, version, header_length = _PREFIX.unpack(prefix)
+        file.seek(_PREFIX.size)
+        header_bytes = file.read(min(header_length, content_end - _PREFIX.size))
+        digest = xxhash.xxh3_128(prefix)
+        digest.update(header_bytes)
+        arrays: dict[str, np.ndarray] = {}
+        try:
+            header = json.loads(header_bytes.decode("utf-8"))
+            if arrays_wanted:
+                body = content_end - _PREFIX.size - header_length
+                for name, dtype, shape in _directory(header["arrays"], body):
+                    arrays[name] = _array_read(file, dtype, shape, digest)
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError, RecursionError) as error:
+            unreadable: Exception | None = error
+        else:
+            unreadable = None
+        _hash_up_to(file, content_end, digest)
+        if digest.digest() != stored_digest:
+            raise CorruptSnapshotError(f"{source} fails its checksum: the file is damaged; do not use it")
+    if version != FORMAT_VERSION:
+        raise IncompatibleSnapshotError(
+            f"{source} has snapshot format {version}; this release reads format {FORMAT_VERSION} only, "
+            "and never guesses at another. Load it with the release that wrote it, or move it away "
+            "and start from an empty index (the Kafka stage then replays its changelog)."
+        )
+    if unreadable is not None:
+        raise unreadable
+    return header, arrays
+
+
+@contextmanager
+def _opened(source: Path) -> Iterator[io.BufferedReader]:
+    """``source`` open for reading, which must be a regular file (CorruptSnapshotError for anything else of its name).
+
+    Read as a file, a FIFO waited for a writer (the stage hung at its restore
+    without a word) and a device such as /dev/zero never ended.
+    """
+    # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file's reads ignore the flag.
+    with open(os.open(source, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
+        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
+            raise CorruptSnapshotError(
+                f"{source} is not a regular file: move it away (an older snapshot, or the changelog, is used instead)"
+            )
+        yield file
+
+
+def _directory(entries: list[dict[str, Any]], body: int) -> list[tuple[str, np.dtype[Any], list[int]]]:
+    """Name, dtype and shape of each array the directory lists: arrays of numbers laid back to back over the
+    ``body`` bytes after the header, each named once (ValueError otherwise, before any is allocated)."""
+    listed: list[tuple[str, np.dtype[Any], list[int]]] = []
+    names: set[str] = set()
     position = 0  # the writer puts the arrays back to back, in the directory's order, and nothing after
-    for entry in header["arrays"]:
+    for entry in entries:
         name, dtype, shape, offset = entry["name"], np.dtype(entry["dtype"]), entry["shape"], entry["offset"]
-        if dtype.kind not in "biuf" or name in arrays:
+        if dtype.kind not in "biuf" or name in names:
             raise ValueError(f"array {name!r} has dtype {dtype.str}, not a number's, or is named twice")
         if not all(type(size) is int and size >= 0 for size in shape):
             raise ValueError(f"array {name!r} has shape {shape}")  # -1 would let numpy guess
-        count = math.prod(shape)
-        if type(offset) is not int or offset != position or position + count * dtype.itemsize > len(body):
+        length = math.prod(shape) * dtype.itemsize
+        if type(offset) is not int or offset != position or position + length > body:
             raise ValueError(
                 f"array {name!r} of shape {shape} is said to start at byte {offset}; the arrays before it end at "
-                f"byte {position}, of {len(body)}"
+                f"byte {position}, of {body}"
             )
-        arrays[name] = np.frombuffer(body, dtype=dtype, count=count, offset=position).reshape(shape).copy()
-        position += count * dtype.itemsize
-    if position != len(body):
-        raise ValueError(f"{len(body) - position} bytes of arrays the directory does not list")
-    return header, arrays
+        listed.append((name, dtype, shape))
+        names.add(name)
+        position += length
+    if position != body:
+        raise ValueError(f"{body - position} bytes of arrays the directory does not list")
+    return listed
+
+
+def _array_read(
+    file: io.BufferedReader, dtype: np.dtype[Any], shape: list[int], digest: "xxhash.xxh3_128"
+) -> np.ndarray:
+    """The next array of ``file``, of ``dtype`` and ``shape``, its bytes added to ``digest``."""
+    values = np.empty(math.prod(shape), dtype=dtype)
+    data = values.view(np.uint8)
+    if file.readinto(data.data) != data.size:
+        raise ValueError("the file ended inside an array: it changed while it was read")
+    digest.update(data.data)
+    return values.reshape(shape)
+
+
+def _hash_up_to(file: io.BufferedReader, end: int, digest: "xxhash.xxh3_128") -> None:
+    """Add the bytes of ``file`` from where it is to ``end`` to ``digest``, a megabyte at a time."""
+    while (left := end - file.tell()) > 0:
+        piece = file.read(min(left, 1 << 20))
+        if not piece:
+            break
+        digest.update(piece)
 
 
 def _restore_index(detector: Detector, state: dict[str, Any], arrays: dict[str, np.ndarray]) -> None:
@@ -483,7 +575,8 @@ def _restore_generation(
     generation.key_highs = Arena.of(parts["key_highs"])
     generation.sources = Arena.of(parts["sources"])
     generation.ids.bytes = Arena.of(parts["id_bytes"])
-    generation.ids.ends = Arena.of(parts["id_ends"].astype(np.uint32))  # uint64 before ids were sealed at 2 GiB
+    # uint64 before ids were sealed at 2 GiB.
+    generation.ids.ends = Arena.of(parts["id_ends"].astype(np.uint32, copy=False))
     generation.tables.docs = parts["docs"]
     generation.tables.fingerprints = parts["fingerprints"]
     generation.tables.entries = parts["entries"]
@@ -550,10 +643,14 @@ def _tables_count_their_entries(docs: np.ndarray, fingerprints: np.ndarray, entr
     """Whether a slot holds a document exactly where it holds a fingerprint, and ``entries`` counts them per band.
 
     The count decides when a table grows, and by how much: one too high
-    would have the next batch allocate terabytes.
+    would have the next batch allocate terabytes. A band at a time: masks of
+    the whole tables took half their size again at the restore's peak.
     """
-    used = fingerprints != 0
-    return bool((used == (docs != 0)).all()) and bool((entries == used.sum(axis=(1, 2))).all())
+    for band, (band_docs, band_fingerprints) in enumerate(zip(docs, fingerprints, strict=True)):
+        used = band_fingerprints != 0
+        if not (used == (band_docs != 0)).all() or entries[band] != np.count_nonzero(used):
+            return False
+    return True
 
 
 def _probes_end(fingerprints: np.ndarray) -> bool:
@@ -580,43 +677,6 @@ def _shingles_fit(parts: dict[str, np.ndarray], documents: int) -> bool:
     return parts["shingle_values"].ndim == 1 and ends_fit(
         parts["shingle_ends"], parts["shingle_values"].size, documents
     )
-
-
-def _contents(source: Path) -> bytes:
-    """The bytes of ``source``, which must be a regular file (CorruptSnapshotError for anything else of its name).
-
-    Read as a file, a FIFO waited for a writer (the stage hung at its restore
-    without a word) and a device such as /dev/zero never ended.
-    """
-    # Opening a FIFO without O_NONBLOCK waits for a writer; a regular file's reads ignore the flag.
-    with open(os.open(source, os.O_RDONLY | os.O_NONBLOCK), "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise CorruptSnapshotError(
-                f"{source} is not a regular file: move it away (an older snapshot, or the changelog, is used instead)"
-            )
-        return file.read()
-
-
-def _verified_parts(source: Path, blob: bytes) -> tuple[dict[str, Any], memoryview]:
-    """Check magic, end magic and checksum; return the header and the array bytes."""
-    if len(blob) < _PREFIX.size + _DIGEST_BYTES + len(END_MAGIC) or blob[:8] != MAGIC:
-        raise CorruptSnapshotError(f"{source} is not a stream-dedup snapshot (bad magic or too short)")
-    if blob[-len(END_MAGIC) :] != END_MAGIC:
-        raise CorruptSnapshotError(f"{source} is truncated (no end marker); delete it or restore a good copy")
-    content_end = len(blob) - len(END_MAGIC) - _DIGEST_BYTES
-    stored_digest = blob[content_end : content_end + _DIGEST_BYTES]
-    if xxhash.xxh3_128_digest(memoryview(blob)[:content_end]) != stored_digest:
-        raise CorruptSnapshotError(f"{source} fails its checksum: the file is damaged; do not use it")
-    _, version, header_length = _PREFIX.unpack_from(blob)
-    if version != FORMAT_VERSION:
-        raise IncompatibleSnapshotError(
-            f"{source} has snapshot format {version}; this release reads format {FORMAT_VERSION} only, "
-            "and never guesses at another. Load it with the release that wrote it, or move it away "
-            "and start from an empty index (the Kafka stage then replays its changelog)."
-        )
-    header_end = _PREFIX.size + header_length
-    header = json.loads(blob[_PREFIX.size : header_end].decode("utf-8"))
-    return header, memoryview(blob)[header_end:content_end]
 
 
 def _check_parameters(source: Path, stored: dict[str, Any], running: dict[str, Any]) -> None:

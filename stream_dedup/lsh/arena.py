@@ -23,9 +23,19 @@ class Arena:
 
     @classmethod
     def of(cls, values: np.ndarray) -> "Arena":
-        """An arena holding a copy of ``values`` (rows along the first axis)."""
-        arena = cls(values.shape[1:], values.dtype, capacity=values.shape[0])
-        arena.extend(values)
+        """An arena whose rows (along the first axis) are ``values`` themselves, not a copy.
+
+        A restore reads each array of a snapshot once and hands it here: a
+        copy held every array twice at the restore's peak. The first
+        :meth:`extend` copies the rows into room to grow. Fewer rows than a
+        new arena's room are copied into one (a copy of those costs nothing).
+        """
+        if values.shape[0] < _MIN_CAPACITY:
+            small = cls(values.shape[1:], values.dtype)
+            small.extend(values)
+            return small
+        arena = cls.__new__(cls)
+        arena._data, arena._size = values, values.shape[0]
         return arena
 
     def __len__(self) -> int:

@@ -24,6 +24,7 @@ from stream_dedup.engine import Detector, Verdict, load_snapshot, make_detector,
 from stream_dedup.engine.snapshot import _PREFIX, END_MAGIC, MAGIC, capture_snapshot
 from stream_dedup.errors import CorruptSnapshotError, IncompatibleSnapshotError
 from tests.corpus import make_corpus
+from tests.traced_memory import traced
 
 VOCABULARY = ["harbour", "lantern", "meadow", "copper", "thistle", "orbit", "velvet", "quarry", "saffron", "willow"]
 
@@ -153,6 +154,25 @@ def test_metadata_round_trips(tmp_path: Path, metadata: dict[str, Any]) -> None:
 
 def test_metadata_defaults_to_an_empty_dict(saved: Path) -> None:
     assert load_snapshot(saved, DetectionConfig())[1] == {}
+
+
+def test_a_restore_peaks_near_the_size_of_the_index_it_restores(tmp_path: Path) -> None:
+    """The deploy leaves a quarter of headroom beside the index. Holding the file's bytes and the arrays copied
+    out of them, and copies of those in the index, a restore peaked at twice the index: one at its limit was
+    killed at every restart, past any help of an older snapshot."""
+    config = DetectionConfig(verification="exact")
+    texts = make_corpus(2000, seed=1)
+    detector = make_detector(config)
+    for round_ in range(10):
+        detector.process([f"r{round_}-{i}" for i in range(2000)], texts, event_times=[1.0] * 2000)
+    path = tmp_path / "index.snap"
+    size = save_snapshot(detector, path)
+    del detector
+
+    (restored, _), _, peak = traced(lambda: load_snapshot(path, config))
+
+    assert len(restored) == 20_000
+    assert peak < 1.25 * size, f"a restore of a {size / 1e6:.0f} MB snapshot peaked at {peak / 1e6:.0f} MB"
 
 
 def test_save_returns_the_size_of_the_file_written(tmp_path: Path) -> None:
