@@ -170,11 +170,8 @@ def test_no_client_of_the_stage_has_the_brokers_create_a_deleted_topic_again(sta
         admin.close()
 
 
-def test_a_changelog_deleted_under_a_standby_tailing_it_stays_deleted_and_the_stage_stops(
-    stage: Stage, tmp_path: Path
-) -> None:
-    texts = [text for text, _ in clear_corpus(60, 60)]
-    changelog = stage.settings().changelog_topic
+def active_and_standby(stage: Stage, tmp_path: Path, texts: list[str]) -> tuple[WorkerProcess, WorkerProcess]:
+    """Two replicas that judged doc-0..59: (the active one, the standby tailing the changelog)."""
     replicas = [
         WorkerProcess(stage.environment(name, batch_size=20), tmp_path / f"{name}.log").start()
         for name in ("worker-1", "worker-2")
@@ -182,6 +179,16 @@ def test_a_changelog_deleted_under_a_standby_tailing_it_stays_deleted_and_the_st
     produce(stage.bootstrap, stage.input_topic, documents(texts, range(60)))
     read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=60)
     wait_until(lambda: any("tailing the changelog" in r.log_path.read_text() for r in replicas), 30, "a standby")
+    standby = next(r for r in replicas if "tailing the changelog" in r.log_path.read_text())
+    return next(r for r in replicas if r is not standby), standby
+
+
+def test_a_changelog_deleted_under_a_standby_tailing_it_stays_deleted_and_the_stage_stops(
+    stage: Stage, tmp_path: Path
+) -> None:
+    texts = [text for text, _ in clear_corpus(60, 60)]
+    changelog = stage.settings().changelog_topic
+    replicas = list(active_and_standby(stage, tmp_path, texts))
     delete_topic(stage.bootstrap, changelog)
     # The standby's fetches of the changelog used to have the brokers create it again, empty, within a second.
     time.sleep(3)
@@ -204,15 +211,7 @@ def test_a_standby_taking_over_after_its_changelog_was_deleted_stops_within_seco
     """The takeover's replay asked the deleted changelog's offsets for 30 s before giving up (the stop took 40)."""
     texts = [text for text, _ in clear_corpus(60, 60)]
     changelog = stage.settings().changelog_topic
-    replicas = [
-        WorkerProcess(stage.environment(name, batch_size=20), tmp_path / f"{name}.log").start()
-        for name in ("worker-1", "worker-2")
-    ]
-    produce(stage.bootstrap, stage.input_topic, documents(texts, range(60)))
-    read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=60)
-    wait_until(lambda: any("tailing the changelog" in r.log_path.read_text() for r in replicas), 30, "a standby")
-    standby = next(r for r in replicas if "tailing the changelog" in r.log_path.read_text())
-    active = next(r for r in replicas if r is not standby)
+    active, standby = active_and_standby(stage, tmp_path, texts)
     delete_topic(stage.bootstrap, changelog)
     active.kill()
     produce(stage.bootstrap, stage.input_topic, documents(texts, range(60, 120)))
