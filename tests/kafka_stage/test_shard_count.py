@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import random
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -43,17 +44,34 @@ SLOTS = 12
 
 
 @contextlib.contextmanager
-def feeding(stage: Stage, messages: Sequence[Message], chunk: int = 20, pause: float = 0.05) -> Iterator[Future[None]]:
-    """A producer sending ``messages`` in transactions of ``chunk`` throughout; the future is done once all are."""
+def feeding(
+    stage: Stage,
+    messages: Sequence[Message],
+    chunk: int = 20,
+    pause: float = 0.05,
+    held_back: int = 0,
+    released: threading.Event | None = None,
+) -> Iterator[Future[None]]:
+    """A producer sending ``messages`` in transactions of ``chunk`` throughout; the future is done once all are.
+
+    The last ``held_back`` are sent once ``released`` is set (or the block ends): a switch waited for must find
+    documents still to come, however long a loaded machine took to get there.
+    """
+    gate = released or threading.Event()
 
     def feed() -> None:
         for start in range(0, len(messages), chunk):
+            if start >= len(messages) - held_back:
+                gate.wait(120)
             produce(stage.bootstrap, stage.input_topic, messages[start : start + chunk])
             time.sleep(pause)
 
     with ThreadPoolExecutor(1, thread_name_prefix="feeder") as pool:
         sent = pool.submit(feed)
-        yield sent
+        try:
+            yield sent
+        finally:
+            gate.set()
         sent.result(120)
 
 
@@ -97,7 +115,8 @@ def change_shard_count(
         running.enter_context(shard_set(stage, "old", **old))
         old_judge = contextlib.ExitStack()
         old_judge.enter_context(role_threads(stage.settings("old-judge", role="judge", **old)))
-        fed = running.enter_context(feeding(stage, messages))
+        switched = threading.Event()
+        fed = running.enter_context(feeding(stage, messages, held_back=documents // 4, released=switched))
         read_committed(stage.bootstrap, stage.output_topic, documents // 4, settle=0)
         # 1. The new set rebuilds from the sequenced topic while the old one keeps publishing; wait for its lag.
         running.enter_context(shard_set(stage, "new", **new))
@@ -112,6 +131,7 @@ def change_shard_count(
         commit_offset(stage.bootstrap, f"{new_group}.judge", sequenced, switch_at)
         running.enter_context(role_threads(stage.settings("new-judge", role="judge", **new)))
         assert not fed.done(), "the producer stopped before the switch: feed more documents"
+        switched.set()
         records = read_committed(stage.bootstrap, stage.output_topic, documents, timeout=180)
         # 4. The old shards stop (here with everything else).
 
