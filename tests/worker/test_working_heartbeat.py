@@ -49,7 +49,7 @@ def test_a_block_stuck_without_working_does_not_heartbeat() -> None:
 
 def test_the_heartbeats_stop_with_the_block() -> None:
     before = {thread.name for thread in threading.enumerate()}
-    assert run_for(0.05, cpu_a_call=0.005, read_a_call=0) >= 0
+    run_for(0.05, cpu_a_call=0.005, read_a_call=0)
     assert "working-heartbeat" not in {thread.name for thread in threading.enumerate()} - before
 
 
