@@ -36,6 +36,8 @@ from .test_crash import unprocessed
 pytestmark = pytest.mark.kafka
 
 SIGNER = "stream_dedup.worker.signer_process"
+#: Records a batch of the kill test.
+BATCH = 20
 
 
 def restart_logged(worker: WorkerProcess) -> int:
@@ -73,7 +75,7 @@ def test_kill_9_of_signers_mid_run_leaves_one_verdict_per_record_as_an_uninterru
     messages = document_messages(corpus, partitions=3)
     for start in range(0, len(messages), 5000):
         produce(stage.bootstrap, stage.input_topic, messages[start : start + 5000])
-    environment = stage.environment(batch_size=20, signing_processes=2)
+    environment = stage.environment(batch_size=BATCH, signing_processes=2)
     worker = WorkerProcess(environment, tmp_path / "worker.log").start()
     killed: list[int] = []
     try:
@@ -85,9 +87,14 @@ def test_kill_9_of_signers_mid_run_leaves_one_verdict_per_record_as_an_uninterru
             victim = rng.choice(signers)
             os.kill(victim, signal.SIGKILL)
             killed.append(victim)
-            # The next kill waits for the replacement (a signer killed while it starts is another test).
+            # The next kill waits for the replacement (a signer killed while it starts is another test): for
+            # its process, then for batches it signed. Every batch is cut between both signers, so three batches
+            # committed after the restart include the one the replacement signed again (on a loaded machine its
+            # start took longer than the pause before the next kill, which then failed that batch twice).
             wait_until(lambda: restart_logged(worker) == len(killed), 60, "the signer to be replaced")
             wait_until(lambda: len(children(worker.pid, SIGNER)) == 2, 60, "two signer processes again")
+            left = unprocessed(stage)
+            wait_until(lambda left=left: unprocessed(stage) < left - 2 * BATCH, 60, "batches signed by the replacement")
         records = read_committed(stage.bootstrap, stage.output_topic, len(corpus), timeout=180, settle=3)
         assert worker.running(), "the worker died with its signers"
         failed = [line for line in worker.log_lines() if "batch failed" in str(line.get("message", ""))]
