@@ -29,11 +29,19 @@ that never get a verdict (a signer sequenced a backlog minus such a step).
 So a commit under which the producer's id or epoch moved raises
 :class:`AbortedCommitError`, and the batch is judged again as after any
 failed commit.
+
+``send_offsets_to_transaction()`` waits for ever too, for the group
+coordinator to take the offsets: a transaction begun as the brokers went
+away (an idle stage committing the offsets past the input's transaction
+markers, :mod:`stream_dedup.kafka.processed_lag`) hung its session for good,
+and the broker back did not end the wait. :func:`send_offsets` gives up
+after the same bound as a commit.
 """
 
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kafka import KafkaProducer
 from kafka.errors import KafkaError, KafkaTimeoutError
@@ -71,6 +79,27 @@ class WrittenTopics:
     def missing(self) -> dict[str, str]:
         """The written topics the brokers do not know, each with its setting."""
         return {topic: self.settings[topic] for topic in missing_topics(self.connection, list(self.settings))}
+
+
+def send_offsets(
+    producer: KafkaProducer, offsets: Mapping[Any, Any], group_metadata: Any, written: WrittenTopics | None
+) -> None:
+    """``producer.send_offsets_to_transaction(offsets, group_metadata)``; raise rather than wait for ever.
+
+    Raises ``KafkaTimeoutError`` after ``written.timeout_seconds``, or what
+    the call itself raises. Without ``written``, or with a producer other
+    than kafka-python's own (a test's fake), the producer's own call.
+    """
+    if written is None or not isinstance(producer, KafkaProducer):
+        producer.send_offsets_to_transaction(offsets, group_metadata)
+        return
+    # send_offsets_to_transaction() less its unbounded wait (kafka-python 3.0, as for the commit below).
+    result = producer._transaction_manager.send_offsets_to_transaction(offsets, group_metadata)
+    producer._sender.wakeup()
+    if not result.wait(timeout_ms=written.timeout_seconds * 1000):  # raises what the call raised
+        raise KafkaTimeoutError(
+            f"the group coordinator has not taken the transaction's offsets after {written.timeout_seconds:.0f} s"
+        )
 
 
 def commit_transaction(producer: KafkaProducer, written: WrittenTopics | None) -> None:

@@ -51,3 +51,14 @@ def check_heard_from_coordinator(consumer: KafkaConsumer, joined_at: float, sess
             f"({SILENT_SESSION_TIMEOUTS} x session_timeout_seconds): are the brokers reachable? The session "
             "ends; a new one restores and joins once they answer"
         )
+
+
+def heard_from_coordinator_lately(consumer: KafkaConsumer) -> bool:
+    """Whether ``consumer``'s group coordinator answered a heartbeat within the last two heartbeat intervals.
+
+    Asked before a transaction nothing else calls for (offsets past
+    transaction markers): begun while the brokers are away, it would only
+    wait for them.
+    """
+    answered = consumer._coordinator.heartbeat.last_receive
+    return bool(time.monotonic() - answered < 2 * consumer.config["heartbeat_interval_ms"] / 1000)

@@ -79,7 +79,7 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.kafka.assignments import AssignmentNotes
-from stream_dedup.kafka.bounded_commit import MissingTopicError, commit_transaction
+from stream_dedup.kafka.bounded_commit import MissingTopicError, commit_transaction, send_offsets
 from stream_dedup.kafka.broker_limits import raise_if_timeout_refused
 from stream_dedup.kafka.clients import (
     SessionBackoff,
@@ -324,7 +324,7 @@ class _Session:
             # 3. Step, 4. one transaction for all it produced.
             started = time.perf_counter()
             self.lag.given(polled)
-            outgoing = self.work.step(polled, self.held)
+            outgoing = self.work.step(polled, self.held) or self.markers_passed()
             if outgoing is not None:
                 self.commit(outgoing)
                 self.events.step_committed(outgoing.report, time.perf_counter() - started)
@@ -386,6 +386,12 @@ class _Session:
         self.events.role_changed("active", f"{self.settings.role}: {len(assigned)} partitions")
         log.info("active: %s holds %d partitions", self.settings.role_group_id, len(assigned))
 
+    def markers_passed(self) -> Outgoing | None:
+        """Idle, every record given committed: the offsets past the transaction markers after the last commit,
+        committed alone, so that the group's lag seen from outside is none (kafka.processed_lag)."""
+        passed = self.lag.passed_markers(self.consumer)
+        return Outgoing([], passed, StepReport(self.settings.role, 0)) if passed else None
+
     def commit(self, outgoing: Outgoing) -> None:
         """Send ``outgoing`` and its offsets in one transaction, or abort it and end the session."""
         producer = self.producer
@@ -393,8 +399,9 @@ class _Session:
             producer.begin_transaction()
             send_all(producer, outgoing.sends, self.work.limits)
             offsets = {tp: OffsetAndMetadata(offset, "", -1) for tp, offset in outgoing.offsets.items()}
-            producer.send_offsets_to_transaction(offsets, current_membership(self.consumer))
-            commit_transaction(producer, self.settings.written_topics(sorted({send.topic for send in outgoing.sends})))
+            written = self.settings.written_topics(sorted({send.topic for send in outgoing.sends}))
+            send_offsets(producer, offsets, current_membership(self.consumer), written)
+            commit_transaction(producer, written)
         except KafkaError as error:
             # The next session's init_transactions() fences this producer and
             # aborts the transaction (abort_transaction() could wait forever here).

@@ -30,7 +30,7 @@ from kafka import KafkaProducer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.engine.detection import DuplicateDetector
-from stream_dedup.kafka.bounded_commit import WrittenTopics, commit_transaction
+from stream_dedup.kafka.bounded_commit import WrittenTopics, commit_transaction, send_offsets
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.messages import DeadLetter, dead_letter_record, verdict_value
 from stream_dedup.kafka.record_fit import TRUNCATED_HEADER, OutgoingRecord, SizeLimit, fits
@@ -88,6 +88,8 @@ class JudgedBatch:
     changelog_values: list[bytes]
     #: Input partition -> next offset once this batch is committed.
     after: dict[int, int]
+    #: The offsets this batch's transaction commits for the group: those of the partitions it moved.
+    offsets: dict[int, int]
     input_topic: str
     #: The report, but for ``seconds`` and ``committed_at`` (known at the commit).
     report: BatchReport
@@ -103,19 +105,27 @@ def judge_batch(
     started: float,
     texts: RecordTexts | None = None,
     input_topic_id: str | None = None,
+    passed: Mapping[TopicPartition, int] | None = None,
 ) -> JudgedBatch:
     """Judge the documents of ``batch`` (the detector indexes them) and build every record its transaction holds.
 
     ``positions`` are the input positions before this batch: those of the
     batches judged before it, committed or not. ``input_topic_id``: Kafka's
     id of the topic they are offsets of, noted in the changelog record.
+    ``passed``: positions past transaction markers with nothing before them
+    left to judge (:meth:`~stream_dedup.kafka.processed_lag.ProcessedLag.passed_markers`),
+    committed with the batch, which then may hold no record at all.
     """
     records = batch.records
     documents, indexed, letters = batch.split()
-    input_topic = records[0].topic
+    passed = passed or {}
+    input_topic = records[0].topic if records else next(iter(passed)).topic
     after = dict(positions)
     for record in records:
         after[record.partition] = max(after.get(record.partition, 0), record.offset + 1)
+    for partition, offset in passed.items():
+        after[partition.partition] = max(after.get(partition.partition, 0), offset)
+    moved = {record.partition for record in records} | {partition.partition for partition in passed}
 
     stats = detector.stats
     before = stats.pair_counts()
@@ -170,6 +180,7 @@ def judge_batch(
             digest,
         ),
         after=after,
+        offsets={partition: after[partition] for partition in moved},
         input_topic=input_topic,
         report=BatchReport(
             verdicts=verdict_counts,
@@ -207,10 +218,11 @@ def commit_batch(
     changelog_sends = [
         producer.send(destinations.changelog_topic, value=value, partition=0) for value in judged.changelog_values
     ]
-    partitions = {r.partition for r in judged.records}
-    producer.send_offsets_to_transaction(
-        {TopicPartition(judged.input_topic, p): OffsetAndMetadata(judged.after[p], "", -1) for p in partitions},
+    send_offsets(
+        producer,
+        {TopicPartition(judged.input_topic, p): OffsetAndMetadata(o, "", -1) for p, o in judged.offsets.items()},
         consumer_group,
+        destinations.written,
     )
     commit_transaction(producer, destinations.written)
     committed_at = time.time()

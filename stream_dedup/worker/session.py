@@ -13,6 +13,7 @@ failing records' count); the session owns its clients, which are never
 import functools
 import logging
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
@@ -180,6 +181,7 @@ class Session:
                     # Collected as soon as it is done, not when the next batch
                     # comes: a quiet input must not hold back its report.
                     self.finish_commit()
+                self.commit_passed_markers()
             else:
                 # Our last batch, if its commit is still in flight, must be
                 # collected first: the changelog would otherwise give it twice.
@@ -339,12 +341,28 @@ class Session:
         if signed is not None:
             self.process_batch(signed, started)
 
-    def process_batch(self, batch: SignedRecords, started: float) -> None:
+    def commit_passed_markers(self) -> None:
+        """Idle, every record given committed: commit the offsets past the transaction markers after the last batch.
+
+        So that the group's lag seen from outside is none (kafka.processed_lag).
+        A batch of no record: its changelog record carries the positions too,
+        since a takeover waits until the changelog has reached the committed offsets.
+        """
+        if self.commits.in_flight is not None:
+            return
+        passed = self.lag.passed_markers(self.consumer)
+        if passed:
+            no_records = SignedRecords([], [], self.detector.sign([], normalized=True), [], [])
+            self.process_batch(no_records, time.perf_counter(), passed)
+
+    def process_batch(
+        self, batch: SignedRecords, started: float, passed: Mapping[TopicPartition, int] | None = None
+    ) -> None:
         """Judge ``batch``, then commit it in the background once the batch before it is committed.
 
         Its transaction begins only then, so a failure while judging leaves
         nothing to abort; the session still ends, since the detector may hold
-        part of the batch.
+        part of the batch. ``passed``: see :func:`~stream_dedup.worker.batch.judge_batch`.
         """
         try:
             judged = judge_batch(
@@ -356,6 +374,7 @@ class Session:
                 started,
                 self.texts,
                 self.worker.input_identity.seen,
+                passed,
             )
         except KafkaError:
             self.finish_commit()  # the session ends: the batch before it is collected first

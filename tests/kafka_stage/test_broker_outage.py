@@ -21,9 +21,12 @@ from typing import Any
 
 import pytest
 from kafka import TopicPartition
+from kafka.errors import KafkaTimeoutError
+from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
-from stream_dedup.kafka.clients import KafkaConnection, partition_reader
+from stream_dedup.kafka.bounded_commit import WrittenTopics, send_offsets
+from stream_dedup.kafka.clients import KafkaConnection, partition_reader, transactional_producer
 from stream_dedup.kafka.processed_lag import ProcessedLag
 from tests.corpus import make_clustered_corpus
 from tests.deploy.live import free_port
@@ -212,3 +215,33 @@ def test_measuring_the_lag_waits_for_no_broker(own_broker: JarBroker, tmp_path: 
     assert not measuring.is_alive(), "measuring the lag waits for the brokers"
     assert measured == [{(stage.input_topic, 0): 1}]  # the marker: nothing is known past the commit
     consumer.close(timeout_ms=1000)
+
+
+def test_offsets_sent_to_a_transaction_as_the_broker_goes_give_up_after_a_commits_bound(
+    own_broker: JarBroker, tmp_path: Path
+) -> None:
+    """kafka-python's ``send_offsets_to_transaction()`` waits for the group coordinator for ever: a role that
+    began a transaction as the broker went hung there for good, its loop stopped (the broker back did not end
+    the wait). It gives up after the bound a commit has, and the session ends like after any Kafka error."""
+    stage = own_stage(own_broker, tmp_path)
+    connection = KafkaConnection(stage.bootstrap)
+    producer = transactional_producer(connection, f"offsets-{stage.group_id}", 10)
+    producer.init_transactions()
+    producer.begin_transaction()
+    own_broker.stop()
+    offsets = {TopicPartition(stage.input_topic, 0): OffsetAndMetadata(1, "", -1)}
+    sending: list[BaseException] = []
+
+    def send() -> None:
+        try:
+            send_offsets(producer, offsets, stage.group_id, WrittenTopics(connection, {}, timeout_seconds=3))
+        except BaseException as error:
+            sending.append(error)
+
+    thread = threading.Thread(target=send, daemon=True)
+    thread.start()
+    thread.join(30)
+    # (If it hangs, the producer is left to the daemon thread: closing it under the call could hang too.)
+    assert not thread.is_alive(), "sending offsets waits for the brokers"
+    assert len(sending) == 1 and isinstance(sending[0], KafkaTimeoutError), sending
+    producer.close(timeout=1)

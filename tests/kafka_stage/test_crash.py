@@ -33,7 +33,8 @@ def unprocessed(stage: Stage) -> int:
 
     The feeder writes in transactions: the offset before a partition's last
     stable offset is the commit marker of its last chunk, which the stage's
-    committed offset (the record after the last one judged) never passes.
+    committed offset (the record after the last one judged) passes only once
+    the stage has been idle a while (kafka.processed_lag).
     """
     consumer = KafkaConsumer(
         bootstrap_servers=stage.bootstrap,

@@ -3,11 +3,13 @@
 A stage that has read records and is stuck before committing them (a hung commit, a judge
 waiting for the shards' answers) must show them as lag, or StreamDedupNoProgress, which
 needs lag, never fires. And a stage that has committed everything it was given lags by
-nothing, though the topics it reads hold transaction markers past its last record.
+nothing, though the topics it reads hold transaction markers past its last record: in its
+own metrics, and in its groups' committed offsets, which monitors outside it read.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +24,16 @@ from stream_dedup.worker import committer
 from stream_dedup.worker.events import WorkerEvents
 from tests.corpus import make_clustered_corpus
 
-from .stage import Stage, document_messages, produce, read_committed, role_threads, wait_until, worker_thread
+from .stage import (
+    Stage,
+    document_messages,
+    produce,
+    read_committed,
+    role_threads,
+    verdicts_by_source,
+    wait_until,
+    worker_thread,
+)
 
 pytestmark = pytest.mark.kafka
 
@@ -48,6 +59,18 @@ def end_offset(bootstrap: str, topic: str) -> int:
     try:
         partition = TopicPartition(topic, 0)
         return int(consumer.end_offsets([partition])[partition])
+    finally:
+        consumer.close()
+
+
+def lag_seen_from_outside(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    """What Burrow or ``kafka-consumer-groups.sh --describe`` show: each partition's end less the group's commit."""
+    # A client of the group that never joins it: it only asks for the group's committed offsets.
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, enable_auto_commit=False)
+    try:
+        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic) or [])]
+        ends = consumer.end_offsets(partitions)
+        return {tp.partition: ends[tp] - (consumer.committed(tp) or 0) for tp in partitions}
     finally:
         consumer.close()
 
@@ -165,3 +188,51 @@ def test_a_signer_that_gives_up_partitions_to_another_stops_reporting_their_lag(
                 assert len(lag_series(first)) + len(lag_series(second)) == 3
     finally:
         upstream.close()
+
+
+def test_an_idle_stage_fed_in_transactions_commits_past_their_markers_and_resumes_there_at_once(stage: Stage) -> None:
+    # One upstream transaction per feed: each partition ends with its commit marker, one offset no record has.
+    first = make_clustered_corpus(90, seed=21)
+    produce(stage.bootstrap, stage.input_topic, document_messages(first, partitions=3))
+    # A long transaction timeout: a takeover that had to wait for the changelog to reach the committed
+    # offsets (a commit of offsets alone, without a changelog record) would wait 90 s, past this test's limits.
+    settings = stage.settings(batch_size=40, transaction_timeout_seconds=60)
+    with worker_thread(settings):
+        assert len(read_committed(stage.bootstrap, stage.output_topic, len(first))) == len(first)
+        wait_until(
+            lambda: lag_seen_from_outside(stage.bootstrap, stage.group_id, stage.input_topic) == {0: 0, 1: 0, 2: 0},
+            60,
+            "the group's committed offsets to reach the partitions' ends",
+        )
+    second = make_clustered_corpus(120, seed=21)[90:]
+    produce(stage.bootstrap, stage.input_topic, document_messages(second, partitions=3))
+    with worker_thread(settings):
+        verdicts = read_committed(stage.bootstrap, stage.output_topic, len(first) + len(second), timeout=40)
+    grouped = verdicts_by_source([json.loads(v.value) for v in verdicts])
+    assert len(grouped) == len(first) + len(second)
+    assert all(len(given) == 1 for given in grouped.values())
+
+
+def test_idle_roles_commit_past_the_markers_of_every_topic_they_read(stage: Stage) -> None:
+    corpus = make_clustered_corpus(120, seed=23)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    roles = dict(batch_size=50, index_slots=6, shards=2)
+    signer = stage.settings("signer-1", role="signer", **roles)
+    shards = [stage.settings(f"shard-{k}", role="shard", shard_index=k, **roles) for k in range(2)]
+    judge = stage.settings("judge-1", role="judge", **roles)
+    read = [
+        (signer.role_group_id, stage.input_topic),
+        *[(shard.role_group_id, signer.sequenced_topic) for shard in shards],
+        (judge.role_group_id, signer.sequenced_topic),
+        (judge.role_group_id, signer.answers_topic),
+    ]
+    with role_threads(signer, *shards, judge):
+        assert len(read_committed(stage.bootstrap, stage.output_topic, len(corpus))) == len(corpus)
+        for group, topic in read:
+            wait_until(
+                lambda group=group, topic=topic: (
+                    set(lag_seen_from_outside(stage.bootstrap, group, topic).values()) == {0}
+                ),
+                60,
+                f"{group}'s committed offsets of {topic} to reach its ends",
+            )
