@@ -292,7 +292,7 @@ def merge_answers(keys: SequenceKeys, ids: Sequence[str], answers: Sequence[Shar
     of ``answers`` for other documents are ignored.
     """
     verdicts = [Verdict(doc_id, "unique") for doc_id in ids]
-    if not answers:
+    if not answers or not keys.size:
         return verdicts
     answered = np.concatenate([a.keys for a in answers])
     rows = np.searchsorted(keys, answered)

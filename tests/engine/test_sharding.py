@@ -355,6 +355,8 @@ def test_merge_without_answers_is_all_unique_and_ignores_other_documents() -> No
 
     assert merge_answers(keys, ["a", "b"], [elsewhere]) == [Verdict("a", "unique"), Verdict("b", "unique")]
     assert merge_answers(keys, ["a", "b"], []) == [Verdict("a", "unique"), Verdict("b", "unique")]
+    # Batches of no document (a worker's changelog holds some): no verdict, whatever answers are kept.
+    assert merge_answers(sequence_keys(4, 0), [], [elsewhere]) == []
 
 
 def test_a_shard_refuses_settings_it_cannot_honour() -> None:

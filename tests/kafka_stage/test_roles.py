@@ -40,6 +40,7 @@ from .stage import (
     wait_until,
     worker_thread,
 )
+from .test_lag import lag_seen_from_outside
 
 pytestmark = pytest.mark.kafka
 
@@ -191,13 +192,20 @@ def check_unique_records_forwarded_once(
 def test_three_shards_and_a_judge_reading_a_workers_changelog_publish_the_workers_verdicts(
     stage: Stage, topic_factory: Callable[..., str]
 ) -> None:
-    """The worker's changelog is a sequenced topic: a shard set can start from it and agree with the worker."""
+    """The worker's changelog is a sequenced topic: a shard set can start from it and agree with the worker,
+    and commit up to its end."""
     corpus = make_clustered_corpus(1200, seed=32)
     produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
     # A slot admits one document per key here: caps bind (~700 skips over this corpus).
     worker = stage.settings("worker-1", batch_size=150, index_slots=SLOTS, max_bucket_size=4)
     with worker_thread(worker):
         by_worker = [json.loads(r.value) for r in read_committed(stage.bootstrap, stage.output_topic, len(corpus))]
+        # Quiet, it commits past the input's markers: its changelog ends with a batch of no document.
+        wait_until(
+            lambda: set(lag_seen_from_outside(stage.bootstrap, stage.group_id, stage.input_topic).values()) == {0},
+            60,
+            "the worker to commit past the input's markers",
+        )
     sharded_output = topic_factory(partitions=3)
     roles = dict(
         group_id=f"sharded-{stage.group_id}",
@@ -208,11 +216,21 @@ def test_three_shards_and_a_judge_reading_a_workers_changelog_publish_the_worker
         max_bucket_size=4,
         shards=3,
     )
+    judge = stage.settings("judge-1", role="judge", **roles)
     with role_threads(
         *(stage.settings(f"shard-{k}", role="shard", shard_index=k, **roles) for k in range(3)),
-        stage.settings("judge-1", role="judge", **roles),
+        judge,
     ):
         by_shards = [json.loads(r.value) for r in read_committed(stage.bootstrap, sharded_output, len(corpus))]
+        # A judge that left that batch out (no verdict to give) stayed before it and its marker for good.
+        for topic in (worker.changelog_topic, judge.answers_topic):
+            wait_until(
+                lambda topic=topic: (
+                    set(lag_seen_from_outside(stage.bootstrap, judge.role_group_id, topic).values()) == {0}
+                ),
+                30,
+                f"the judge's committed offsets of {topic} to reach its ends",
+            )
 
     assert len(by_shards) == len(by_worker) == len(corpus)
     assert {v["id"]: v for v in by_shards} == {v["id"]: v for v in by_worker}
