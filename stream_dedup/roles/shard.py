@@ -121,6 +121,8 @@ class Shard(RoleWork):
         self.first_offset = 0
         #: The replay under way: (first offset, documents so far, when it started), or None.
         self._replay: tuple[int, int, float] | None = None
+        #: The group consumer of the session, once it holds the partition (its position tells the replay's end).
+        self._consumer: KafkaConsumer | None = None
         #: A standby's reader of the sequenced topic (None: not tailing, the assembly is the active one's).
         self._tail: SequencedTail | None = None
         #: The group's committed offset as last asked by the standby, and when (monotonic).
@@ -149,6 +151,7 @@ class Shard(RoleWork):
             extra={"covered_offset": self.covered, "committed_offset": committed},
         )
         self._replay = (self.covered, 0, time.perf_counter())
+        self._consumer = consumer
         self._note_replay(0)
         return {self.partition: committed}
 
@@ -304,7 +307,8 @@ class Shard(RoleWork):
             self._stop_tailing()
             self.covered = None
             return
-        self.events.replay_progress(indexed, max(0, target - self.covered))
+        # From what the tail read: past the last batch, the markers up to the committed offset (kafka.processed_lag).
+        self.events.replay_progress(indexed, max(0, target - max(self.covered, self._tail.position)))
         if indexed:
             self._report_index()
         self.snapshot_if_due()
@@ -335,7 +339,7 @@ class Shard(RoleWork):
             return
         first, so_far, started = self._replay
         so_far += replayed
-        remaining = max(0, self.answered_from - self.covered)
+        remaining = max(0, self.answered_from - self._read_up_to())
         self.events.replay_progress(replayed, remaining)
         if remaining:
             self._replay = (first, so_far, started)
@@ -350,6 +354,22 @@ class Shard(RoleWork):
             time.perf_counter() - started,
             extra={"replayed_documents": so_far, "from_offset": first, "to_offset": self.answered_from},
         )
+
+    def _read_up_to(self) -> int:
+        """Where the replay has read the sequenced topic up to: the index covers the batches before it.
+
+        Past the last batch indexed, the consumer's position passes the
+        transaction markers after it, which the committed offset passes too
+        once the stage is quiet (:mod:`stream_dedup.kafka.processed_lag`): the
+        index's end alone left the replay one marker short for good. The
+        position as it stands (no wait for the brokers), while the partition is held.
+        """
+        assert self.covered is not None
+        consumer = self._consumer
+        if consumer is None or self.partition not in consumer.assignment():
+            return self.covered
+        position = consumer.position(self.partition, timeout_ms=0)
+        return max(self.covered, int(position) if position is not None else self.covered)
 
     def committed(self, outgoing: Outgoing) -> None:
         self.first_offset = outgoing.offsets[self.partition]

@@ -9,6 +9,7 @@ own metrics, and in its groups' committed offsets, which monitors outside it rea
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from stream_dedup.ops.http import Health
 from stream_dedup.ops.metrics import WorkerMetrics
 from stream_dedup.ops.runtime import MetricsEvents
 from stream_dedup.worker import committer
-from stream_dedup.worker.events import WorkerEvents
+from stream_dedup.worker.events import Role, WorkerEvents
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
@@ -236,3 +237,51 @@ def test_idle_roles_commit_past_the_markers_of_every_topic_they_read(stage: Stag
                 60,
                 f"{group}'s committed offsets of {topic} to reach its ends",
             )
+
+
+class ReplayReports(WorkerEvents):
+    """A shard's roles and the replay's remaining records it reported, in order."""
+
+    def __init__(self) -> None:
+        self.reports: list[Role | int] = []
+
+    def role_changed(self, role: Role, reason: str) -> None:
+        self.reports.append(role)
+
+    def replay_progress(self, documents: int, remaining_records: int) -> None:
+        self.reports.append(remaining_records)
+
+    def remaining_as(self, role: Role) -> int | None:
+        """The last remaining records reported since the shard last became ``role``."""
+        since = len(self.reports) - self.reports[::-1].index(role) if role in self.reports else len(self.reports)
+        return next((n for n in reversed(self.reports[since:]) if isinstance(n, int)), None)
+
+
+def test_a_shard_quiet_past_the_markers_has_nothing_left_to_replay_standing_by_or_taking_over(stage: Stage) -> None:
+    # A shard's index ends at its last batch, before the marker the committed offset passes once the stage is
+    # quiet: measured from the index's end, a standby and a shard that took over had 1 record to replay for good.
+    corpus = make_clustered_corpus(60, seed=27)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus, partitions=3))
+    roles = dict(batch_size=50, index_slots=6, shards=2)
+    signer = stage.settings("signer-1", role="signer", **roles)
+    shard = stage.settings("shard-0", role="shard", shard_index=0, **roles)
+    reports = ReplayReports()
+    with (
+        role_threads(signer, stage.settings("shard-1", role="shard", shard_index=1, **roles)),
+        role_threads(stage.settings("judge-1", role="judge", **roles)),
+        contextlib.ExitStack() as active,
+    ):
+        active.enter_context(role_threads(shard))
+        assert len(read_committed(stage.bootstrap, stage.output_topic, len(corpus))) == len(corpus)
+        wait_until(
+            lambda: (
+                set(lag_seen_from_outside(stage.bootstrap, shard.role_group_id, signer.sequenced_topic).values()) == {0}
+            ),
+            60,
+            "shard 0 to commit past the sequenced topic's markers",
+        )
+        # A standby started now tails up to that committed offset.
+        with role_threads(stage.settings("shard-0b", role="shard", shard_index=0, **roles), events=reports):
+            wait_until(lambda: reports.remaining_as("standby") == 0, 30, "the standby to have nothing left to replay")
+            active.close()  # shard 0 leaves its group: the standby takes over
+            wait_until(lambda: reports.remaining_as("active") == 0, 30, "the new active to have nothing to replay")
