@@ -117,16 +117,13 @@ class BatchIntake:
         a partition that looks caught up (or was never asked) gets its end
         offset asked for again (the last stable offset: read_committed), so
         that a partition whose records are on the way is waited for, not
-        overtaken, even when its buffer runs dry within the batch. Not while
-        nothing is buffered: there is nothing to take, and an idle stage
-        asked the brokers ten times a second (its own idle CPU: 3.5% of a
-        core with the requests, 1.9% without).
-        Suspects of a failing batch are judged alone.
+        overtaken, even when its buffer runs dry within the batch. Suspects
+        of a failing batch are judged alone.
         """
         merge = self.merge
         parts = {p: TopicPartition(self.topic, p) for p in merge.partitions}
         merge.note_positions({p: self.consumer.position(tp) for p, tp in parts.items()})
-        unsure = merge.unknown_or_caught_up() if any(merge.buffered().values()) else []
+        unsure = merge.unknown_or_caught_up()
         if unsure:
             ends = log_offsets(self.end_offsets, [parts[p] for p in unsure])
             merge.note_ends({tp.partition: end for tp, end in ends.items() if end is not None})

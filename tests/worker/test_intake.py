@@ -216,30 +216,3 @@ def test_records_the_client_holds_for_many_partitions_are_polled_before_the_merg
     taken = intake.next_batch()
     everything = sorted((r for log in logs.logs.values() for r in log), key=order_key)
     assert coords(taken) == coords(everything[:batch])
-
-
-class CountedEnds(PartitionLogs):
-    """The partition logs, counting the requests for end offsets."""
-
-    def __init__(self, logs: dict[int, list[Any]], first_offset: int) -> None:
-        super().__init__(logs, first_offset)
-        self.asked = 0
-
-    def end_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
-        self.asked += 1
-        return super().end_offsets(partitions)
-
-
-def test_an_idle_intake_asks_the_brokers_for_no_end_offsets_until_records_come_again() -> None:
-    logs = CountedEnds({0: [rec(0, 0, 5), rec(0, 1, 6)], 1: [rec(1, 0, 1)]}, first_offset=0)
-    intake = intake_over(logs, batch_size=10, buffer_limit=10, events=WorkerEvents())
-    intake.add(logs.fetch(0, 1))
-    intake.add(logs.fetch(1, 1))
-    assert coords(intake.next_batch()) == [(1, 0), (0, 0)]
-    asked = logs.asked
-    for _ in range(5):
-        assert intake.next_batch() == []
-    assert logs.asked == asked  # nothing buffered, nothing to take: partition 1, caught up, is not asked again
-    intake.add(logs.fetch(0, 1))
-    assert coords(intake.next_batch()) == [(0, 1)]
-    assert logs.asked == asked + 1
