@@ -325,8 +325,9 @@ class SnapshotStore:
             # Made again if removed under the running stage (a volume freed by hand): else every snapshot
             # after, the final one too, would fail until a restart.
             self.directory.mkdir(parents=True, exist_ok=True)
-            size = image.write(self.directory / f"snapshot-{coverage.changelog_offset:012d}.sds")
-            self._prune()
+            path = self.directory / f"snapshot-{coverage.changelog_offset:012d}.sds"
+            size = image.write(path)
+            self._prune(path)
         except BaseException as error:  # reported, never fatal: the changelog still has everything
             failed(error)
             return
@@ -338,6 +339,18 @@ class SnapshotStore:
             self._writer.join(timeout)
         return not self.writing
 
-    def _prune(self) -> None:
-        for old in self.paths()[self.kept :]:
-            old.unlink(missing_ok=True)
+    def _prune(self, written: Path) -> None:
+        """Remove the snapshots before ``written`` but the ``kept`` newest (``written`` one of them).
+
+        Only those before it: what is named past it was not loaded (damaged,
+        a directory, another group's), and counted among the kept it had
+        ``written`` removed at once with ``snapshots_kept=1`` (every restart
+        then replayed the whole changelog). What cannot be removed (a
+        directory) is said, and the snapshot written still counts as written:
+        it failed every write after it.
+        """
+        for old in [path for path in self.paths() if path <= written][self.kept :]:
+            try:
+                old.unlink(missing_ok=True)
+            except OSError as error:
+                log.warning("cannot remove the old snapshot %s (move it away): %s", old, error.strerror)

@@ -229,6 +229,45 @@ def test_only_the_newest_snapshots_are_kept(tmp_path: Path, detector: Detector) 
     assert [p.name for p in store.paths()] == ["snapshot-000000000030.sds", "snapshot-000000000020.sds"]
 
 
+@pytest.mark.parametrize("kind", ["empty file", "directory"])
+def test_what_is_named_past_the_snapshot_written_never_has_it_pruned(
+    tmp_path: Path, detector: Detector, kind: str
+) -> None:
+    """A file no start can load (or another group's) under a name past ours is not one of the ``kept``.
+
+    Counted among them, with ``snapshots_kept=1`` it had every snapshot
+    written removed at once, while the writes were said to succeed: every
+    restart replayed the whole changelog.
+    """
+    store = SnapshotStore(tmp_path, kept=1)
+    unusable = tmp_path / "snapshot-000000099999.sds"
+    unusable.mkdir() if kind == "directory" else unusable.write_bytes(b"")
+    for offset in (10, 20):
+        write(store, detector, offset=offset)
+
+    loaded = store.load_newest(whole_index(DetectionConfig()), TOPIC, always)
+
+    assert loaded is not None and loaded[1].changelog_offset == 20
+    assert [p.name for p in store.paths()] == [unusable.name, "snapshot-000000000020.sds"]
+
+
+def test_an_old_snapshot_that_cannot_be_removed_is_said_and_fails_no_write(
+    tmp_path: Path, detector: Detector, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A directory under an old snapshot's name failed every write after it (IsADirectoryError, naming nothing)."""
+    store = SnapshotStore(tmp_path, kept=2)
+    (tmp_path / "snapshot-000000000001.sds").mkdir()
+    for offset in (10, 20, 30):
+        write(store, detector, offset=offset)  # asserts that none failed
+
+    assert [p.name for p in store.paths()] == [
+        "snapshot-000000000030.sds",
+        "snapshot-000000000020.sds",
+        "snapshot-000000000001.sds",
+    ]
+    assert "cannot remove the old snapshot " + str(tmp_path / "snapshot-000000000001.sds") in caplog.text
+
+
 SLOTS = DetectionConfig(index_slots=6)
 
 
