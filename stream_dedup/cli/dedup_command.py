@@ -3,8 +3,9 @@
 import argparse
 import json
 import sys
+import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from json.encoder import encode_basestring
 from pathlib import Path
 from typing import TextIO
@@ -130,10 +131,12 @@ def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path
             if batch:
                 ids, texts, lines = [r.id for r in batch], [r.text for r in batch], [r.line for r in batch]
                 if spool is not None:
-                    spool.add(lines, texts)
+                    with _spooling():
+                        spool.add(lines, texts)
                 verdicts = detector.process(ids, texts, normalized=True, sources=lines, document_texts=spool)
                 if spool is not None:
-                    _forget_evicted(spool, detector)
+                    with _spooling():
+                        _forget_evicted(spool, detector)
                 with writing("--output", output):
                     sink.writelines(map(verdict_line, verdicts, lines))
                 if report is not None:
@@ -149,6 +152,16 @@ def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path
     if args.report:
         print(f"report written to {args.report}", file=sys.stderr)
     return 0
+
+
+def _spooling() -> AbstractContextManager[None]:
+    """A failure of the spool of texts named by its directory and the variable that chooses it.
+
+    It is written as the input is read, about the input's size: a full
+    ``TMPDIR`` ended the run with "[Errno 28] No space left on device" alone,
+    naming no file (the spool's has no name) nor what to change.
+    """
+    return writing("TMPDIR", tempfile.gettempdir())
 
 
 def _forget_evicted(spool: TextSpool, detector: DuplicateDetector) -> None:

@@ -24,6 +24,7 @@ Example::
         spool.forget_before(2)  # the text of 1 is never asked for again
 """
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -59,7 +60,15 @@ class TextSpool:
         self.close()
 
     def close(self) -> None:
-        self._file.close()
+        """Close the file, and so remove it.
+
+        Nothing in it is read again, so what a failed write (a full disk)
+        left in its buffer is dropped: flushed again here, it raised a bare
+        "[Errno 28] No space left on device" over the error that named the
+        directory, as the run ended.
+        """
+        with contextlib.suppress(OSError):
+            self._file.close()
 
     @property
     def disk_bytes(self) -> int:

@@ -1,8 +1,13 @@
 """``stream-dedup dedup`` refuses to write over its input, two outputs into one file, or where no file can be."""
 
+import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+
+from stream_dedup.cli.main import main
+from stream_dedup.text import spool
 
 from .test_dedup_command import jsonl, run_cli, text
 
@@ -102,3 +107,18 @@ def test_an_output_that_cannot_be_written_is_named_by_its_flag_its_path_and_the_
     assert reason and "Errno" not in reason, message
     if code == 1:
         assert reason == "No space left on device", message
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="/dev/full is Linux's")
+def test_a_full_temporary_directory_is_named_with_the_variable_that_chooses_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The texts kept to settle pairs near the threshold go to ``TMPDIR``; full, it said only "[Errno 28] ..."."""
+    (tmp_path / "in.jsonl").write_bytes(jsonl({"id": "a", "text": text(1)}))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    # The spool's unnamed file on a device that is always full: ENOSPC from the kernel, as on a full TMPDIR.
+    monkeypatch.setattr(spool, "tempfile", SimpleNamespace(TemporaryFile=lambda **_: open("/dev/full", "w+b")))  # noqa: SIM115
+
+    assert main(["dedup", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl")]) == 1
+
+    assert capsys.readouterr().err == f"stream-dedup: cannot write {tmp_path} (TMPDIR): No space left on device\n"
