@@ -65,7 +65,13 @@ from stream_dedup.roles.session import Outgoing, RoleWork, committed_or_beginnin
 from stream_dedup.worker.events import ProbeCounts, StepReport, WorkerEvents
 from stream_dedup.worker.restore import warn_of_changed_settings
 from stream_dedup.worker.settings import WorkerSettings
-from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, continued_by
+from stream_dedup.worker.snapshot_store import (
+    SnapshotCoverage,
+    SnapshotSchedule,
+    SnapshotStore,
+    continued_by,
+    write_failure,
+)
 from stream_dedup.worker.working_heartbeat import heartbeats_while_working
 
 log = logging.getLogger(__name__)
@@ -415,7 +421,11 @@ class Shard(RoleWork):
         log.info("shard %d of %d: snapshot written (%d bytes, %.2f s)", *self._name, size, pause + seconds)
 
     def snapshot_failed(self, error: BaseException) -> None:
-        log.error("snapshot failed in %s (the sequenced topic still holds everything): %r", self.store.directory, error)
+        log.error(
+            "snapshot failed in %s (the sequenced topic still holds everything): %s",
+            self.store.directory,
+            write_failure(error),
+        )
         self.events.snapshot_failed(type(error).__name__)
 
     def finish(self) -> None:

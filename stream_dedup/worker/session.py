@@ -36,7 +36,7 @@ from stream_dedup.worker.pipeline import LocalSigners, SigningFailedError, Signi
 from stream_dedup.worker.replay import ChangelogReplay
 from stream_dedup.worker.restore import report_index
 from stream_dedup.worker.signing import SignedRecords
-from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, write_failure
 from stream_dedup.worker.topics import stage_destinations
 
 if TYPE_CHECKING:
@@ -493,7 +493,7 @@ class Session:
 
     def snapshot_failed(self, error: BaseException) -> None:
         directory = self.worker.store.directory
-        log.error("snapshot failed in %s (the changelog still holds everything): %r", directory, error)
+        log.error("snapshot failed in %s (the changelog still holds everything): %s", directory, write_failure(error))
         self.events.snapshot_failed(type(error).__name__)
 
     def final_snapshot(self) -> None:

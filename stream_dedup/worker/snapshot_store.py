@@ -187,6 +187,16 @@ def _indexed_ever(detector: Indexed) -> int:
     return len(detector) + detector.evicted_documents
 
 
+def write_failure(error: BaseException) -> str:
+    """A failed write as a log says it: the error's type and its text.
+
+    Its repr dropped the file an ``OSError`` names: a directory where the
+    snapshot goes said ``IsADirectoryError(21, 'Is a directory')``, at every
+    due time of a quiet stage, and not which path to move away.
+    """
+    return f"{type(error).__name__}: {error}"
+
+
 #: Called when a background write ends: (seconds writing, seconds the caller paused, file size) or the error.
 WriteDone = Callable[[float, float, int], None]
 WriteFailed = Callable[[BaseException], None]

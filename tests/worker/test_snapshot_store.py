@@ -20,7 +20,7 @@ from stream_dedup.engine.sharding import ShardDetector, sequence_keys
 from stream_dedup.engine.snapshot import Snapshotted, load_shard_snapshot, load_snapshot
 from stream_dedup.errors import ConfigError, IncompatibleSnapshotError
 from stream_dedup.lsh import IndexedBatch
-from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore
+from stream_dedup.worker.snapshot_store import SnapshotCoverage, SnapshotSchedule, SnapshotStore, write_failure
 from tests.corpus import make_corpus
 
 TOPIC = "stage.changelog"
@@ -405,3 +405,15 @@ def test_a_coverage_keeps_every_field_through_the_snapshot_metadata() -> None:
     assert SnapshotCoverage.of_metadata(json.loads(json.dumps(coverage.to_metadata()))) == coverage
     older = {key: value for key, value in coverage.to_metadata().items() if key != "input_topic_id"}
     assert SnapshotCoverage.of_metadata(older).input_topic_id is None  # made before the field existed
+
+
+def test_a_failed_write_is_said_naming_the_path_in_the_way(tmp_path: Path, detector: Detector) -> None:
+    """A directory under the name the snapshot goes to (a quiet stage writes the same offset again and again)."""
+    store = SnapshotStore(tmp_path, kept=2)
+    (tmp_path / "snapshot-000000000010.sds").mkdir()
+    failures: list[BaseException] = []
+    store.write(detector, SnapshotCoverage(TOPIC, 10, {}), lambda *_: None, failures.append)
+
+    (failure,) = failures
+    said = write_failure(failure)
+    assert said.startswith("IsADirectoryError: ") and str(tmp_path / "snapshot-000000000010.sds") in said, said
