@@ -138,9 +138,14 @@ class BlockSpool:
             self._files[segment] = tempfile.TemporaryFile(dir=self._directory, prefix=".text-spool-")  # noqa: SIM115
             if len(self._files) > self._segments_kept:
                 self._drop(min(self._files))
-        written = os.pwrite(self._files[segment].fileno(), stored, start % self._segment_bytes)
-        if written != len(stored):
-            raise OSError(f"wrote {written} of {len(stored)} bytes")
+        # A disk filling up writes what fits and says nothing: only writing the rest says why (ENOSPC).
+        # Stopped there, the warning said "wrote 398 of 3561 bytes", and not that the disk was full.
+        written = 0
+        while written < len(stored):
+            wrote = os.pwrite(self._files[segment].fileno(), stored[written:], start % self._segment_bytes + written)
+            if not wrote:
+                raise OSError(f"wrote {written} of {len(stored)} bytes")
+            written += wrote
 
     def _drop(self, segment: int) -> None:
         """Close the oldest segment, and forget the blocks it held."""

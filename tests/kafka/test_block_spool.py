@@ -1,5 +1,6 @@
 """Blocks spooled to local disk: each comes back as put or not at all, within the budget, and leaves no file."""
 
+import errno
 import logging
 import os
 import tracemalloc
@@ -110,18 +111,41 @@ def test_a_spool_that_cannot_write_turns_itself_off_with_a_warning(
     assert caplog.text.count("cannot spool texts") == 1
 
 
-def test_a_short_write_a_full_disk_turns_the_spool_off_and_frees_it(
+def filling_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``os.pwrite`` as on a disk that fills: what fits (half) is written, the next write fails with ENOSPC."""
+    real, calls = os.pwrite, []
+
+    def pwrite(fd: int, data: bytes, offset: int) -> int:
+        calls.append(offset)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd, data[: len(data) // 2], offset)
+
+    monkeypatch.setattr(block_spool.os, "pwrite", pwrite)
+
+
+def test_a_short_write_a_full_disk_turns_the_spool_off_and_frees_it_saying_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The short write's reason is said: the warning said "wrote 10 of 20 bytes", never that the disk was full."""
     spool = BlockSpool(str(tmp_path), 4 * SEGMENT)
     spool.put([1], b"written whole")
-    monkeypatch.setattr(block_spool.os, "pwrite", lambda fd, data, offset: len(data) // 2)
+    filling_disk(monkeypatch)
     with caplog.at_level(logging.WARNING):
         spool.put([2], b"half written")
     monkeypatch.undo()
     spool.put([3], b"after")
     assert [list(spool.blocks_of(group)) for group in (1, 2, 3)] == [[], [], []]
-    assert spool.disk_bytes == 0 and "wrote 10 of 20 bytes" in caplog.text  # 12 bytes and the checksum
+    assert spool.disk_bytes == 0 and "No space left on device" in caplog.text
+
+
+def test_a_write_the_system_cut_short_is_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A short write need not be an error (a signal, a large write): what is left is written next."""
+    real = os.pwrite
+    monkeypatch.setattr(block_spool.os, "pwrite", lambda fd, data, offset: real(fd, data[:3], offset))
+    spool = BlockSpool(str(tmp_path), 4 * SEGMENT)
+    spool.put([1], b"three bytes at a time")
+    assert list(spool.blocks_of(1)) == [b"three bytes at a time"]
 
 
 def test_a_block_larger_than_a_segment_is_not_kept(tmp_path: Path) -> None:
@@ -137,7 +161,7 @@ def test_a_spool_turned_off_by_a_full_disk_tries_again_after_a_while(
     # It stayed off for the process's life: a disk full for a minute cost every later read a fetch from Kafka.
     now = [0.0]
     spool = BlockSpool(str(tmp_path), 4 * SEGMENT, clock=lambda: now[0])
-    monkeypatch.setattr(block_spool.os, "pwrite", lambda fd, data, offset: len(data) // 2)
+    filling_disk(monkeypatch)
     with caplog.at_level(logging.WARNING):
         spool.put([1], b"disk full")
     monkeypatch.undo()
@@ -147,3 +171,13 @@ def test_a_spool_turned_off_by_a_full_disk_tries_again_after_a_while(
     spool.put([3], b"room again")
     assert [list(spool.blocks_of(group)) for group in (1, 2, 3)] == [[], [], [b"room again"]]
     assert "tries again in 300 s" in caplog.text
+
+
+def test_a_write_that_writes_nothing_ends_rather_than_loops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(block_spool.os, "pwrite", lambda fd, data, offset: 0)
+    spool = BlockSpool(str(tmp_path), 4 * SEGMENT)
+    with caplog.at_level(logging.WARNING):
+        spool.put([1], b"never written")
+    assert list(spool.blocks_of(1)) == [] and "wrote 0 of 21 bytes" in caplog.text  # 13 bytes and the checksum
