@@ -24,13 +24,15 @@ class InputError(StreamDedupError):
 class OutputError(StreamDedupError):
     """An output file of an offline command cannot be written (a full disk, a device that takes no data).
 
-    The message names the flag, the path and the system's reason; the command exits 1.
+    The message names the flag, the path and the system's reason, then what the file holds if that is known
+    (``held``); the command exits 1.
     """
 
-    def __init__(self, flag: str, path: str, error: OSError) -> None:
-        super().__init__(f"cannot write {path} ({flag}): {error.strerror or error}")
+    def __init__(self, flag: str, path: str, error: OSError, held: str = "") -> None:
+        super().__init__(f"cannot write {path} ({flag}): {error.strerror or error}" + (f"; {held}" if held else ""))
         self.flag = flag
         self.path = path
+        self.error = error
 
 
 class SnapshotError(StreamDedupError):

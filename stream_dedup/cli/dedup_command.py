@@ -16,13 +16,13 @@ from stream_dedup.cli.dedup_report import DedupReport, read_examples
 from stream_dedup.cli.flag_types import field_setting, non_empty_text, whole_number
 from stream_dedup.cli.interruption import Interrupted, interruptible
 from stream_dedup.cli.options import add_detection_options, config_from
-from stream_dedup.cli.output_files import open_output, writing
+from stream_dedup.cli.output_files import cut_to_whole_lines, open_output, writing
 from stream_dedup.cli.output_paths import refuse_clashes, refuse_unwritable
 from stream_dedup.cli.progress import Progress
 from stream_dedup.cli.records import DEFAULT_MAX_DOCUMENT_BYTES, Record, Reject, input_lines, read_records
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import DuplicateDetector, Verdict, make_detector
-from stream_dedup.errors import ConfigError, InputError
+from stream_dedup.errors import ConfigError, InputError, OutputError
 from stream_dedup.text.spool import TextSpool
 
 #: Documents per detector batch: large enough to amortise numpy calls.
@@ -94,12 +94,31 @@ def run(args: argparse.Namespace) -> int:
     try:
         with interruptible():
             return _judge(args, config, rejects_path)
+    except OutputError as failure:
+        raise _saying_what_it_holds(failure) from failure.error
     except Interrupted as interruption:
         raise interruption.saying(
             f"{'standard output' if args.output == '-' else args.output} holds the verdicts of the lines judged "
             "before it, whole lines in input order (the last one's source says how far); no summary"
             + (f", and {args.report} was not written" if args.report else "")
         ) from None
+
+
+def _saying_what_it_holds(failure: OutputError) -> OutputError:
+    """The failure of a JSON Lines output (verdicts, rejects), its file cut back to whole lines and its count said.
+
+    A full disk left the verdicts' file with a torn last line and the
+    message did not say what the file held; the verdicts' lines are in
+    input order, so their count says how far the run got.
+    """
+    if failure.flag not in ("--output", "--rejects") or not Path(failure.path).is_file():
+        return failure  # standard output, or a device: nothing to cut
+    try:
+        lines, cut = cut_to_whole_lines(failure.path)
+    except OSError:
+        return failure
+    held = f"it holds its first {lines:,} lines, whole" + (" (the line the failure cut short removed)" if cut else "")
+    return OutputError(failure.flag, failure.path, failure.error, held)
 
 
 def _judge(args: argparse.Namespace, config: DetectionConfig, rejects_path: Path) -> int:

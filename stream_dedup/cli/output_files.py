@@ -9,6 +9,7 @@ so that a run with three outputs left the user to guess which one failed.
 
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
@@ -55,3 +56,22 @@ def _closing(
         return False
 
     return close
+
+
+def cut_to_whole_lines(path: str) -> tuple[int, bool]:
+    """Cut the JSON Lines file at ``path`` back to its last whole line: how many lines it holds, and if it was cut.
+
+    A full disk stops a write in the middle of a line, and a torn last line
+    is one that a reader's JSON parser fails on, or, cut after a digit,
+    reads as a verdict that was never given.
+    """
+    lines, whole_bytes, size = 0, 0, 0
+    with Path(path).open("rb+") as file:
+        for chunk in iter(lambda: file.read(1 << 20), b""):
+            lines += chunk.count(b"\n")
+            last = chunk.rfind(b"\n")
+            if last >= 0:
+                whole_bytes = size + last + 1
+            size += len(chunk)
+        file.truncate(whole_bytes)
+    return lines, whole_bytes < size

@@ -1,11 +1,17 @@
 """``stream-dedup dedup`` refuses to write over its input, two outputs into one file, or where no file can be."""
 
+import errno
+import os
 import tempfile
+from collections.abc import Iterable
+from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, TextIO
 
 import pytest
 
+from stream_dedup.cli import dedup_command
 from stream_dedup.cli.main import main
 from stream_dedup.text import spool
 
@@ -122,3 +128,47 @@ def test_a_full_temporary_directory_is_named_with_the_variable_that_chooses_it(
     assert main(["dedup", str(tmp_path / "in.jsonl"), "-o", str(tmp_path / "out.jsonl")]) == 1
 
     assert capsys.readouterr().err == f"stream-dedup: cannot write {tmp_path} (TMPDIR): No space left on device\n"
+
+
+class FillingFile:
+    """A file on a disk with room for ``room`` more characters: the write that does not fit stops part way, ENOSPC."""
+
+    def __init__(self, file: TextIO, room: int) -> None:
+        self.file, self.room = file, room
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            if len(line) > self.room:
+                self.file.write(line[: self.room])
+                self.file.flush()
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            self.file.write(line)
+            self.room -= len(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.file, name)
+
+
+def test_verdicts_cut_short_by_a_full_disk_are_cut_back_to_whole_lines_and_counted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A full disk tore the last verdict line, and the message did not say what the file held."""
+    (tmp_path / "in.jsonl").write_bytes(b"".join(jsonl({"id": f"d{i}", "text": text(i)}) for i in range(10)))
+    out = tmp_path / "out.jsonl"
+    assert main(["dedup", str(tmp_path / "in.jsonl"), "-o", str(out)]) == 0
+    whole = out.read_text().splitlines(keepends=True)
+    capsys.readouterr()
+
+    def filling(stack: ExitStack, flag: str, path: str) -> Any:
+        return FillingFile(opened(stack, flag, path), len("".join(whole[:3])) + 10)
+
+    opened = dedup_command.open_output
+    monkeypatch.setattr(dedup_command, "open_output", filling)
+
+    assert main(["dedup", str(tmp_path / "in.jsonl"), "-o", str(out)]) == 1
+
+    assert out.read_text() == "".join(whole[:3])
+    assert capsys.readouterr().err == (
+        f"stream-dedup: cannot write {out} (--output): No space left on device; "
+        "it holds its first 3 lines, whole (the line the failure cut short removed)\n"
+    )
