@@ -128,16 +128,24 @@ class TextSpool:
         return texts
 
     def _compact(self, dead_numbers: int, dead_bytes: int) -> None:
-        """Drop the first ``dead_numbers`` end offsets, and copy the texts past ``dead_bytes`` to a new file."""
+        """Drop the first ``dead_numbers`` end offsets, and copy the texts past ``dead_bytes`` to a new file.
+
+        The texts are copied first: a copy that fails (a full disk) leaves
+        the spool as it was, every text still where its offsets say.
+        """
+        if dead_bytes:
+            kept = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115 (closed by close())
+            try:
+                self._file.seek(dead_bytes)
+                shutil.copyfileobj(self._file, kept)
+                kept.flush()
+            except BaseException:
+                kept.close()
+                raise
+            self._file.close()
+            self._file = kept
+            self._size -= dead_bytes
         live = self._ends[dead_numbers : self._last - self._base + 1] - dead_bytes
         self._ends = np.zeros(max(1024, 2 * live.size), dtype=np.int64)
         self._ends[: live.size] = live
         self._base += dead_numbers
-        if dead_bytes:
-            kept = tempfile.TemporaryFile(dir=self._directory)  # noqa: SIM115 (closed by close())
-            self._file.seek(dead_bytes)
-            shutil.copyfileobj(self._file, kept)
-            kept.flush()
-            self._file.close()
-            self._file = kept
-            self._size -= dead_bytes

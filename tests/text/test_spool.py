@@ -1,5 +1,7 @@
 """The text spool gives back what was kept under each number, and nothing for a number never kept or forgotten."""
 
+import errno
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -88,6 +90,21 @@ def test_a_number_forgotten_has_no_text_and_numbers_still_must_increase() -> Non
             spool.add([3], ["d"])
         spool.add([5], ["e"])
         assert spool.texts_of(np.array([3, 4, 5], dtype=np.uint64)) == ["c", None, "e"]
+
+
+def test_a_compaction_that_cannot_copy_leaves_every_text_where_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The offsets were moved before the copy: a full disk left them pointing past the texts of the old file."""
+    texts = [f"text {number}" * number for number in range(1, 11)]
+
+    def full_disk(*_: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with _small_compactions(0, 1), TextSpool() as spool:
+        spool.add(list(range(1, 11)), texts)
+        monkeypatch.setattr(spool_module.shutil, "copyfileobj", full_disk)
+        with pytest.raises(OSError, match="No space left"):
+            spool.forget_before(6)
+        assert spool.texts_of(np.arange(6, 11, dtype=np.uint64)) == texts[5:]
 
 
 @contextmanager
