@@ -22,11 +22,36 @@ def refuse_clashes(input_path: str, outputs: dict[str, str]) -> None:
     seen: dict[tuple[int, int] | Path | None, str] = {}
     if input_path != "-":
         seen[_identity(input_path)] = "the input"
+    standard_input = _standard_input() if input_path == "-" else None
     for flag, path in outputs.items():
+        if standard_input is not None and _device_and_inode(path) == standard_input:
+            raise ConfigError(flag, f"{path} is standard input, the input: the run would read its own verdicts")
         identity = _identity(path)
         if identity is not None and identity in seen:
             raise ConfigError(flag, f"{path} is {seen[identity]}: writing it would destroy what is read or written")
         seen[identity] = f"the file of {flag}"
+
+
+def _standard_input() -> tuple[int, int] | None:
+    """Standard input's device and inode when it is a file or a pipe, the input of ``dedup -``.
+
+    ``-o /dev/stdin`` with a pipe as standard input wrote the verdicts into
+    the pipe the run reads: holding its write end, the run never saw the
+    input end and hung. A terminal or ``/dev/null`` is left alone.
+    """
+    try:
+        status = os.fstat(0)
+    except OSError:
+        return None
+    return (status.st_dev, status.st_ino) if stat.S_ISREG(status.st_mode) or stat.S_ISFIFO(status.st_mode) else None
+
+
+def _device_and_inode(path: str) -> tuple[int, int] | None:
+    try:
+        status = os.stat(path)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
 
 
 def refuse_unwritable(outputs: dict[str, str]) -> None:

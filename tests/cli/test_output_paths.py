@@ -49,6 +49,22 @@ CLASHES = {
 }
 
 
+@pytest.mark.skipif(not Path("/dev/stdin").exists(), reason="/dev/stdin is Linux's")
+@pytest.mark.parametrize("flag", ["-o", "--rejects", "--report"])
+def test_an_output_that_is_standard_input_is_refused_not_read_back_for_ever(tmp_path: Path, flag: str) -> None:
+    """``dedup - -o /dev/stdin`` with a pipe in: the verdicts went into the pipe read, and the run hung."""
+    data = jsonl(*({"id": str(i), "text": text(i)} for i in range(5)))
+    args = ["-", flag, "/dev/stdin"] + (["-o", "out.jsonl"] if flag != "-o" else [])
+
+    result = run_cli(*args, cwd=tmp_path, stdin=data)
+
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.decode().splitlines()[-1] == (
+        f"stream-dedup: invalid setting '{'--output' if flag == '-o' else flag}': /dev/stdin is standard input, "
+        "the input: the run would read its own verdicts"
+    )
+
+
 @pytest.mark.parametrize("args, flag, says", CLASHES.values(), ids=CLASHES.keys())
 def test_a_path_that_would_overwrite_what_is_read_or_written_or_cannot_be_made_is_refused_before_anything_is_touched(
     tmp_path: Path, args: list[str], flag: str, says: str
