@@ -37,6 +37,7 @@ from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Verdict
 from stream_dedup.engine.documents import DocumentFields, read_json_document
 from stream_dedup.engine.field_paths import find_field
+from stream_dedup.lsh.hamming_params import FINGERPRINT_BITS
 
 #: Width of a similarity bin of the histogram.
 BIN_WIDTH = 0.01
@@ -63,7 +64,8 @@ class DedupReport:
     """What an offline run found, gathered as its verdicts come.
 
     Args:
-        config: the detection settings of the run (shown, and the histogram starts at its threshold).
+        config: the detection settings of the run (shown, and the histogram starts at the lowest similarity
+            its method reports: the threshold, or for ``simhash`` that of ``max_hamming`` bits).
     """
 
     def __init__(self, config: DetectionConfig) -> None:
@@ -78,7 +80,7 @@ class DedupReport:
         self._similarity = array("f", [0.0])
         self._copies: Counter[int] = Counter()
         # Rounded before the floor: 0.57 / 0.01 is 56.99999999999999, and the bars began a bin below the threshold.
-        self._low = float(np.floor(round(config.threshold / BIN_WIDTH, 6)) * BIN_WIDTH)
+        self._low = float(np.floor(round(_lowest_similarity(config) / BIN_WIDTH, 6)) * BIN_WIDTH)
         self._bins = [0] * (round((1.0 - self._low) / BIN_WIDTH) + 1)  # the last: similarity 1 (identical)
 
     def add(self, verdicts: Sequence[Verdict], lines: Sequence[int]) -> None:
@@ -134,7 +136,6 @@ class DedupReport:
         """The page; ``examples`` (line -> id and text) fill the clusters' rows, None when they could not be read."""
         share = self.duplicates / self.documents if self.documents else None
         clusters = self.largest_clusters()
-        banding = self.config.banding()
         figures = [
             Figure("documents", "documents", f"{self.documents:,}", self.documents),
             *(self._verdict_figure(kind) for kind in self._kinds()),
@@ -143,11 +144,7 @@ class DedupReport:
             Figure("clusters", "originals with copies", f"{len(self._copies):,}", len(self._copies)),
             Figure("throughput", "documents/s", f"{self.documents / seconds:,.0f}" if seconds else "-"),
         ]
-        parameters = (
-            f"threshold {self.config.threshold:g}, {banding.bands} bands x {banding.rows_per_band} rows of "
-            f"{self.config.num_perm}, {self.config.shingle_unit} {self.config.shingle_size}-shingles, "
-            f"verification {self.config.verification}, parameters {self.config.fingerprint()}"
-        )
+        parameters = f"{_method_parameters(self.config)}, parameters {self.config.fingerprint()}"
         body = [
             f"<h1>stream-dedup report: {escape(source)}</h1>",
             f'<div class="subtitle">{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {seconds:.1f} s. '
@@ -156,7 +153,7 @@ class DedupReport:
             "<h2>Similarity of the duplicates to their match</h2>",
             bar_chart(
                 self.histogram(),
-                title=f"{self.duplicates:,} duplicates by estimated Jaccard similarity",
+                title=f"{self.duplicates:,} duplicates by {_similarity_kind(self.config)}",
                 x_label="similarity (bins of 0.01; the last: identical after normalisation)",
                 y_label="duplicates",
                 width=900,
@@ -210,3 +207,36 @@ def read_examples(lines: Iterable[str], wanted: set[int], id_field: str, text_fi
                 text = find_field(json.loads(line), text_field)
                 found[number] = Example(fields.id, str(text))
     return found
+
+
+def _lowest_similarity(config: DetectionConfig) -> float:
+    """The lowest similarity a duplicate of ``config``'s method can have: the threshold, or for ``simhash``
+    (which does not read the threshold) ``1 - max_hamming / 64``."""
+    if config.method == "simhash":
+        return 1.0 - config.max_hamming / FINGERPRINT_BITS
+    return config.threshold
+
+
+def _method_parameters(config: DetectionConfig) -> str:
+    """What decided the run's duplicates, as the page's subtitle shows them: only settings its method reads."""
+    shingles = f"{config.shingle_unit} {config.shingle_size}-shingles"
+    if config.method == "simhash":
+        return (
+            f"method simhash, within {config.max_hamming} bits of {FINGERPRINT_BITS}, {shingles}, "
+            f"{config.simhash_weighting} weighting"
+        )
+    banding = config.banding()
+    minhash = (
+        f"threshold {config.threshold:g}, {banding.bands} bands x {banding.rows_per_band} rows of "
+        f"{config.num_perm}, {shingles}, verification {config.verification}"
+    )
+    if config.method == "combined":
+        return f"method combined: {minhash}, within {config.max_hamming} bits of SimHash"
+    return minhash
+
+
+def _similarity_kind(config: DetectionConfig) -> str:
+    """What a duplicate's similarity is under ``config``'s method."""
+    if config.method == "simhash":
+        return f"SimHash similarity (1 - distance/{FINGERPRINT_BITS})"
+    return "estimated Jaccard similarity"

@@ -106,6 +106,36 @@ def test_the_histogram_starts_at_the_threshold_even_where_its_division_by_the_bi
     assert len(bars) == round((1.0 - threshold) / BIN_WIDTH) + 1
 
 
+@pytest.mark.parametrize("threshold", [0.8, 0.99])
+def test_a_simhash_runs_histogram_starts_at_its_largest_distance_whatever_the_unread_threshold(
+    threshold: float,
+) -> None:
+    # SimHash reports 1 - distance/64 and never reads the threshold: at 16 bits its duplicates go down to 0.75,
+    # and those below the threshold were counted in its bar (0.8 or 0.99), a similarity no pair of them had.
+    config = DetectionConfig(method="simhash", max_hamming=16, threshold=threshold)
+    report = DedupReport(config)
+    distances = [16, 13, 3, 0]
+    report.add(
+        [Verdict("o", "unique")]
+        + [Verdict(f"d{i}", "duplicate", "o", round(1 - d / 64, 4), 1, d) for i, d in enumerate(distances)],
+        list(range(1, len(distances) + 2)),
+    )
+
+    bars = report.histogram()
+
+    assert bars[0].label == "0.75" and len(bars) == round(0.25 / BIN_WIDTH) + 1
+    assert {bar.label: bar.value for bar in bars if bar.value} == {"0.75": 1, "0.79": 1, "0.95": 1, "1 (same)": 1}
+    page = "".join(PageElements(report.render("in.jsonl", 0, 1.0)).text)
+    assert "method simhash, within 16 bits of 64" in page and "SimHash similarity (1 - distance/64)" in page
+    assert "threshold" not in page and "bands" not in page and "Jaccard" not in page
+
+
+def test_a_combined_runs_report_names_its_hamming_distance_beside_the_threshold() -> None:
+    report = DedupReport(DetectionConfig(method="combined", max_hamming=10))
+    page = "".join(PageElements(report.render("-", 0, 1.0)).text)
+    assert "method combined: threshold 0.8," in page and "within 10 bits of SimHash" in page
+
+
 def corpus_with_clusters(path: Path) -> list[dict[str, str]]:
     """Four originals copied 3, 2, 1 and 0 times (near copies), shuffled after the originals; one hostile record."""
     originals = [{"id": f"original-{i}", "text": text(i, 30)} for i in range(4)]  # under 400 characters: not cut
