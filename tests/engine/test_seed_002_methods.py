@@ -6,6 +6,8 @@ popcount), and combined verdicts from the MinHash detector's own pairs
 filtered by brute-force Hamming distances.
 """
 
+import functools
+import random
 from pathlib import Path
 
 import numpy as np
@@ -13,14 +15,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from benchmarks.corpus import near_duplicate
 from stream_dedup.cli.settings_sources import resolve_settings
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine import Detector, Verdict, make_detector
 from stream_dedup.engine.snapshot import load_snapshot, save_snapshot
+from stream_dedup.engine.text_verification import AMBIGUITY_ERRORS
 from stream_dedup.errors import ConfigError, IncompatibleSnapshotError
 from stream_dedup.sketch.simhash import hamming_distance
-from stream_dedup.text import normalize
+from stream_dedup.text import normalize, shingle_chunks, shingle_set
+from stream_dedup.text.spool import TextSpool
 from tests.corpus import make_corpus
+from tests.real_text import stdlib_paragraphs
 
 SIMHASH = DetectionConfig(method="simhash", max_hamming=3, max_bucket_size=10_000)
 
@@ -223,3 +229,121 @@ def test_any_unicode_text_gets_the_brute_force_simhash_verdict_and_batches_do_no
     assert [v.duplicate_of for v in whole] == [None if t is None else f"d{t[0]}" for t in truth]
     combined = DetectionConfig(method="combined", max_hamming=6)
     assert run_in_batches(texts, combined, [split]) == run_in_batches(texts, combined, [len(texts)])
+
+
+#: Texts of scripts written with and without spaces, cut anywhere for short and one-character documents.
+SCRIPTS = (
+    "東京は日本の首都で、大きな都市です。",
+    "สวัสดีครับ วันนี้อากาศดีมาก",
+    "مرحبا بالعالم، هذا نص عربي قصير",
+    "שלום עולם, זה טקסט קצר בעברית",
+    "Привет, мир: это короткий русский текст",
+    "😀 🎉 👍🏽 👨‍👩‍👧 🙂",
+)
+
+
+@functools.cache
+def mixed_stream(documents: int = 300, seed: int = 8) -> tuple[str, ...]:
+    """Real paragraphs, their near-copies (real edits: typos, cuts, boilerplate...), fragments of 1-12
+    characters and texts of other scripts, with copies of those too."""
+    rng = random.Random(seed)
+    paragraphs = stdlib_paragraphs()[:200]
+    texts: list[str] = []
+    while len(texts) < documents:
+        draw = rng.random()
+        if texts and draw < 0.4:
+            original = rng.choice(texts)
+            # (The edits work on words; a fragment of one or two gets a letter more, or is copied as it is.)
+            text = near_duplicate(original, rng)[0] if len(original.split()) > 3 else original + rng.choice(["", "s"])
+        elif draw < 0.55:
+            text = rng.choice(paragraphs)[: rng.randint(1, 12)]
+        elif draw < 0.65:
+            script = rng.choice(SCRIPTS)
+            text = script[rng.randrange(len(script) // 2) :]
+        else:
+            text = rng.choice(paragraphs)
+        if normalize(text):
+            texts.append(text)
+    return tuple(texts)
+
+
+def charikar_fingerprint(text: str, config: DetectionConfig) -> int:
+    """SimHash by definition: bit j is set iff at least half the distinct shingle hashes have bit j set."""
+    (chunk,) = shingle_chunks([normalize(text)], config.shingling(), config.seed)
+    hashes = np.unique(chunk.hashes[0, : chunk.counts[0]])
+    ones = ((hashes[:, None] >> np.arange(64, dtype=np.uint64)) & np.uint64(1)).sum(axis=0)
+    return sum(1 << bit for bit in range(64) if 2 * int(ones[bit]) >= hashes.size)
+
+
+def combined_truth(texts: tuple[str, ...], config: DetectionConfig) -> list[dict[int, tuple[float, int]]]:
+    """Per document, every earlier one within ``max_hamming`` bits at exact Jaccard >= threshold: its Jaccard and
+    distance."""
+    sets = [shingle_set(normalize(text), config.shingling()) for text in texts]
+    prints = [charikar_fingerprint(text, config) for text in texts]
+    truth = []
+    for i, document in enumerate(sets):
+        passing = {}
+        for j in range(i):
+            shared = len(document & sets[j])
+            jaccard = shared / (len(document) + len(sets[j]) - shared)
+            distance = (prints[i] ^ prints[j]).bit_count()
+            if jaccard >= config.threshold and distance <= config.max_hamming:
+                passing[j] = (jaccard, distance)
+        truth.append(passing)
+    return truth
+
+
+def judged_with_texts(texts: tuple[str, ...], config: DetectionConfig, sizes: list[int]) -> list[Verdict]:
+    """Verdicts with the texts at hand, as ``dedup`` and the stage have them; ``match_source`` is the match's row."""
+    detector = make_detector(config)
+    verdicts: list[Verdict] = []
+    start, turn = 0, 0
+    with TextSpool() as spool:
+        while start < len(texts):
+            stop = min(len(texts), start + sizes[turn % len(sizes)])
+            sources = range(start + 1, stop + 1)
+            normalized = [normalize(text) for text in texts[start:stop]]
+            spool.add(sources, normalized)
+            ids = [f"d{i}" for i in range(start, stop)]
+            verdicts += detector.process(ids, normalized, normalized=True, sources=sources, document_texts=spool)
+            start, turn = stop, turn + 1
+    return [v._replace(match_source=None if v.match_source is None else v.match_source - 1) for v in verdicts]
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        DetectionConfig(method="combined", threshold=0.7, max_hamming=12, verification="exact"),
+        DetectionConfig(method="combined", threshold=0.7, max_hamming=12),
+        DetectionConfig(method="combined", threshold=0.5, max_hamming=8, shingle_unit="word", shingle_size=2),
+    ],
+    ids=["exact", "texts", "words"],
+)
+def test_combined_reports_only_pairs_over_the_threshold_by_exact_jaccard_and_within_k_bits(
+    config: DetectionConfig,
+) -> None:
+    """Against brute force over every earlier document: exact Jaccard of the shingle sets and the Hamming
+    distance of fingerprints made bit by bit. Exact verification reports the exact Jaccard; the default
+    verification, with the texts at hand, reports it wherever the estimate lay within the ambiguous band."""
+    texts = mixed_stream()
+    truth = combined_truth(texts, config)
+    verdicts = judged_with_texts(texts, config, [1, 17, 64])
+    band = AMBIGUITY_ERRORS * np.sqrt((1 - config.threshold**2) / config.sketch_bits)
+    positives = [i for i, passing in enumerate(truth) if passing]
+    assert len(positives) > 60
+    best_found = 0
+    for i, verdict in enumerate(verdicts):
+        if verdict.verdict == "unique":
+            continue
+        assert verdict.verdict == "duplicate" and verdict.match_source is not None
+        assert verdict.match_source in truth[i], (i, verdict)  # an earlier document, over both bars
+        jaccard, distance = truth[i][verdict.match_source]
+        assert (verdict.duplicate_of, verdict.hamming_distance) == (f"d{verdict.match_source}", distance)
+        assert verdict.similarity is not None
+        if config.verification == "exact" or abs(verdict.similarity - config.threshold) <= band:
+            assert verdict.similarity == round(jaccard, 4), (i, verdict, jaccard)
+        best_found += jaccard == max(j for j, _ in truth[i].values())
+    found = [i for i in positives if verdicts[i].verdict == "duplicate"]
+    # The banding finds a pair at the threshold with probability 0.99, and most lie above it.
+    assert len(found) >= 0.99 * len(positives)
+    assert best_found >= 0.97 * len(found)
