@@ -278,7 +278,7 @@ def _code_points(text: str) -> CodeArray:
     # ASCII text (the common case) encodes four times smaller and faster; uint8 codes are always ASCII.
     if text.isascii():
         return np.frombuffer(text.encode("ascii"), dtype=np.uint8)
-    return np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32)
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
 
 
 def _token_grid(codes: CodeArray, lengths: IntArray, unit: ShingleUnit) -> tuple[TokenArray, IntArray]:

@@ -184,3 +184,18 @@ def test_invisible_characters_do_not_hide_a_copy(method: str) -> None:
     assert (verdicts[1].verdict, verdicts[1].duplicate_of, verdicts[1].similarity) == ("duplicate", "ad", 1.0)
     kept = make_detector(DetectionConfig(method=method, ignore_invisible=False)).process(["ad", "spam"], [text, hidden])
     assert kept[1].verdict == "unique"
+
+
+@pytest.mark.parametrize(
+    "method, verification",
+    [("minhash", "estimate"), ("minhash", "exact"), ("simhash", "estimate"), ("combined", "exact")],
+)
+def test_a_lone_surrogate_is_a_character_like_any_other(method: str, verification: str) -> None:
+    """Text decoded with ``surrogateescape`` (file names, bytes of unknown encoding) holds lone surrogates:
+    signing raised ``UnicodeEncodeError`` for them. Their copies are copies, and the character counts."""
+    text = "Spacious two-room apartment near the central station, \udcc3\udca9 newly renovated, from March"
+    other = text.replace("\udcc3\udca9", "\udcc3\udca8")
+    detector = make_detector(DetectionConfig(method=method, verification=verification))  # type: ignore[arg-type]
+    verdicts = detector.process(["ad", "copy", "other"], [text, text, other])
+    assert (verdicts[1].verdict, verdicts[1].duplicate_of, verdicts[1].similarity) == ("duplicate", "ad", 1.0)
+    assert verdicts[2].similarity != 1.0
