@@ -266,12 +266,17 @@ class DetectionConfig:
                 "found through the same bands: set containment_bands and containment_rows_per_band instead",
             )
         self._check_containment()
-        banding = self.banding()
-        if banding.bands * banding.rows_per_band > self.num_perm:
+        try:
+            self._check_banding()
+        except ConfigError as error:
+            if self.method != "simhash":
+                raise
+            # Its metrics, the changelog's sizing and params still read the banding: it must be one.
             raise ConfigError(
-                "bands",
-                f"bands x rows_per_band = {banding.bands * banding.rows_per_band} exceeds num_perm={self.num_perm}",
-            )
+                error.setting,
+                f"{error.message}; method simhash reads none of threshold, num_perm, bands, rows_per_band and "
+                "min_recall: leave them at their defaults",
+            ) from None
         self.retention()
 
     def _check_containment(self) -> None:
@@ -340,6 +345,14 @@ class DetectionConfig:
         smallest = HammingLayout(self.max_hamming, (self.max_hamming + 1,))
         budget = max(_TABLE_BYTES, smallest.table_bytes)
         return choose_layout(self.max_hamming, self.max_documents or EXPECTED_DOCUMENTS, budget)
+
+    def _check_banding(self) -> None:
+        banding = self.banding()
+        if banding.bands * banding.rows_per_band > self.num_perm:
+            raise ConfigError(
+                "bands",
+                f"bands x rows_per_band = {banding.bands * banding.rows_per_band} exceeds num_perm={self.num_perm}",
+            )
 
     def banding(self) -> BandParameters:
         """The LSH banding: explicit, or chosen for ``min_recall`` at ``threshold``; with containment on,

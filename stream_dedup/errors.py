@@ -15,6 +15,7 @@ class ConfigError(StreamDedupError):
     def __init__(self, setting: str, message: str) -> None:
         super().__init__(f"invalid setting {setting!r}: {message}")
         self.setting = setting
+        self.message = message
 
 
 class InputError(StreamDedupError):

@@ -180,6 +180,20 @@ def test_bad_method_settings_stop_start_up_naming_the_setting(settings_: dict[st
         DetectionConfig(**settings_)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "settings_", [{"threshold": 0.01}, {"bands": 100, "rows_per_band": 2}], ids=["threshold", "bands"]
+)
+def test_a_banding_that_cannot_be_is_refused_for_simhash_saying_that_simhash_does_not_read_it(
+    settings_: dict[str, object],
+) -> None:
+    """It named num_perm alone, as for a MinHash index: a SimHash user was told to raise a setting never read."""
+    with pytest.raises(ConfigError, match="method simhash reads none of threshold, num_perm, bands"):
+        DetectionConfig(method="simhash", **settings_)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError) as minhash:
+        DetectionConfig(**settings_)  # type: ignore[arg-type]
+    assert "simhash" not in str(minhash.value)
+
+
 def test_fingerprints_cover_what_the_method_reads_and_nothing_else() -> None:
     assert DetectionConfig(method="simhash").fingerprint() != DetectionConfig().fingerprint()
     assert DetectionConfig(method="combined").signature_fingerprint() != DetectionConfig().signature_fingerprint()
