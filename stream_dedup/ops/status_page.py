@@ -90,9 +90,7 @@ def render_status_page(
 def _heading(readings: _Readings, role: str, reason: str, part: tuple[str, str]) -> str:
     build = next((labels for labels, _ in readings.series("stream_dedup_build_info")), {})
     parameters = (
-        f"version {build.get('version', '?')}, threshold {build.get('threshold', '?')}, "
-        f"{build.get('bands', '?')} bands x {build.get('rows_per_band', '?')} rows, "
-        f"parameters {build.get('fingerprint', '?')}"
+        f"version {build.get('version', '?')}, {_method_settings(build)}, parameters {build.get('fingerprint', '?')}"
     )
     shown = escape(role)
     unused = sorted(labels["setting"] for labels, _ in readings.series("stream_dedup_unused_settings"))
@@ -105,6 +103,20 @@ def _heading(readings: _Readings, role: str, reason: str, part: tuple[str, str])
     return (
         f'<h1>stream-dedup {_part_name(part)} <span id="role" class="role role-{shown}">{shown}</span></h1>'
         f'<div class="subtitle">{escape(reason)}. {escape(parameters)}</div>{warning}'
+    )
+
+
+def _method_settings(build: dict[str, str]) -> str:
+    """What decides the stage's duplicates, from ``stream_dedup_build_info``'s labels: only what its method reads.
+
+    A ``simhash`` stage was shown a threshold and a banding it never reads.
+    """
+    method = build.get("method", "minhash")
+    minhash = f"threshold {build.get('threshold', '?')}, {build.get('bands', '?')} bands x "
+    minhash += f"{build.get('rows_per_band', '?')} rows"
+    simhash = f"within {build.get('max_hamming', '?')} bits of SimHash"
+    return {"minhash": minhash, "simhash": f"method simhash, {simhash}"}.get(
+        method, f"method {method}: {minhash}, {simhash}"
     )
 
 

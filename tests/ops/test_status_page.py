@@ -211,6 +211,21 @@ def test_a_replica_without_data_says_so_instead_of_showing_zeros_as_facts(stage:
     assert "no samples yet" in "".join(shown.text)
 
 
+@pytest.mark.parametrize(
+    ("method", "shown", "not_shown"),
+    [
+        ("minhash", "threshold 0.8, 16 bands x 6 rows, parameters", "SimHash"),
+        ("simhash", "method simhash, within 3 bits of SimHash, parameters", "threshold"),
+        ("combined", "method combined: threshold 0.8, 16 bands x 6 rows, within 3 bits of SimHash, parameters", "?"),
+    ],
+)
+def test_the_heading_shows_the_settings_the_method_reads(stage: Stage, method: str, shown: str, not_shown: str) -> None:
+    """A simhash stage's page showed a threshold and bands, which simhash never reads."""
+    stage.metrics.set_build_info(DetectionConfig(method=method), "9.9.9")  # type: ignore[arg-type]
+    text = "".join(page(stage).text)
+    assert shown in text and not_shown not in text.split("parameters")[0]
+
+
 def test_the_page_names_the_settings_given_that_have_no_effect(stage: Stage) -> None:
     assert "unused-settings" not in page(stage).text_by_id
     stage.metrics.unused_settings.labels("bands").set(1)
