@@ -42,12 +42,12 @@ unique) deleted while the role runs        bounded_commit) raises              o
                                            which creates it again              stage ran: creating it again"
                                            (``ensure_role_topics``)
 the sequenced or answers topic deleted,    ``_Session.check_read_topics``:     ERROR "Kafka error, restarting the
-the groups writing it having committed     the rebalance it causes ends the    session ...: MissingTopicError(...
-offsets                                    session; ``refuse_lost_history``    sequenced_topic 'T' does not
-                                           at the start of every session:      exist", then "stream-dedup:
-                                           exit 1 (shards would replay         sequenced_topic 'T' does not exist,
-                                           nothing, the judge wait for lost    but group 'G' has committed
-                                           answers)                            offsets"
+the groups writing it having committed     at each rebalance and every 5 s     session ...: MissingTopicError(...
+offsets                                    ends the session;                   sequenced_topic 'T' does not
+                                           ``refuse_lost_history`` at the      exist", then "stream-dedup:
+                                           start of every session: exit 1      sequenced_topic 'T' does not exist,
+                                           (shards would replay nothing, the   but group 'G' has committed
+                                           judge wait for lost answers)        offsets"
 the input topic deleted and created again  ``_Session.check_read_topics``      "stream-dedup: input_topic 'T' was
 under its name (signers read it)           (kafka.input_identity): exit 1      deleted and created again while the
                                                                                stage ran"
@@ -107,6 +107,7 @@ from stream_dedup.worker.settings import WorkerSettings
 log = logging.getLogger(__name__)
 
 _OBSERVE_EVERY_SECONDS = 1.0
+_CHECK_READ_TOPICS_EVERY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -293,6 +294,7 @@ class _Session:
         self.lag = ProcessedLag()
         self.held = GroupHeldRecords(consumer, self.assignments, runner.max_poll_records, self.lag)
         self._last_observed = 0.0
+        self._last_topics_checked = time.monotonic()
 
     def run(self) -> None:
         s = self.settings
@@ -309,6 +311,7 @@ class _Session:
             self.events.heartbeat()
             self.check_join()
             self.check_coordinator()
+            self.check_read_topics_now_and_then()
             # 2. Take over first: what was polled with the assignment is fetched again after the role's seeks.
             assigned = self.assignments.take()
             if assigned is not None:
@@ -364,6 +367,22 @@ class _Session:
             raise MissingTopicError(
                 "; ".join(f"{names.get(topic, 'topic')} {topic!r} does not exist (deleted?)" for topic in gone)
             )
+
+    def check_read_topics_now_and_then(self) -> None:
+        """:meth:`check_read_topics` every few seconds, rebalance or not (from the consumer's metadata: no request).
+
+        The rebalance a deleted topic causes comes only from the member that
+        computed the group's assignment: kafka-python rejoins when the metadata
+        differs from what its own assignment saw. A static member that rejoins
+        (a new session, after any Kafka error) is handed the assignment it had
+        without computing it, so it never rejoined: a judge whose answers topic
+        was deleted then waited for its lost answers for good, logging "not
+        found in cluster metadata" twice a second, while the shards stopped.
+        """
+        if time.monotonic() - self._last_topics_checked < _CHECK_READ_TOPICS_EVERY_SECONDS:
+            return
+        self._last_topics_checked = time.monotonic()
+        self.check_read_topics()
 
     def observe(self) -> None:
         """Records of each held partition not yet committed, and the role's own measures, at most once a second."""

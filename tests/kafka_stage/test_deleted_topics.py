@@ -238,3 +238,29 @@ def test_a_judge_whose_answers_topic_is_deleted_stops_naming_the_lost_history_no
     judge = processes["judge-1"]
     assert judge.wait(30) == 1
     assert f"answers_topic {answers!r} does not exist, but group" in judge.log_path.read_text()
+
+
+def test_a_judge_whose_session_restarted_stops_when_its_answers_topic_is_deleted(stage: Stage, tmp_path: Path) -> None:
+    """A judge in its second session (its output topic deleted ended the first) was no longer the member that
+    computed the group's assignment: kafka-python rejoins only on metadata changes its own assignment saw, so
+    the answers topic deleted under it brought no rebalance, and it logged "not found in cluster metadata"
+    twice a second for good, the shards having stopped. It must stop too, naming the lost history."""
+    texts = [text for text, _ in clear_corpus(30, 30)]
+    roles = {
+        "signer-1": {"role": "signer"},
+        "shard-0": {"role": "shard", "shard_index": 0},
+        "judge-1": {"role": "judge"},
+    }
+    processes = role_processes(stage, tmp_path, roles, batch_size=10, shards=1, index_slots=6)
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(30)))
+    read_committed(stage.bootstrap, stage.output_topic, 30, settle=1, timeout=60)
+    delete_topic(stage.bootstrap, stage.output_topic)
+    produce(stage.bootstrap, stage.input_topic, documents(texts, range(30, 60)))
+    delete_topic(stage.bootstrap, stage.output_topic, present=True)
+    read_committed(stage.bootstrap, stage.output_topic, 30, settle=1, timeout=60)
+    judge = processes["judge-1"]
+    assert logged(judge, "WARNING", "was deleted while the stage ran")
+    answers = stage.settings("judge-1", role="judge", shards=1).answers_topic
+    delete_topic(stage.bootstrap, answers)
+    assert judge.wait(40) == 1
+    assert f"answers_topic {answers!r} does not exist, but group" in judge.log_path.read_text()
