@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _LAG_EVERY_SECONDS = 1.0
+_CHECK_INPUT_EVERY_SECONDS = 5.0
 
 
 class BatchFailedError(Exception):
@@ -124,6 +125,7 @@ class Session:
         #: Lag from the offsets committed, not from those fetched: batches in flight are not processed yet.
         self.lag = ProcessedLag()
         self._last_lag = 0.0
+        self._last_input_checked = time.monotonic()
 
     def run(self) -> None:
         """Join the group and go round the loop until stopped; then write the final snapshot."""
@@ -158,6 +160,7 @@ class Session:
             # 2. A join that never completes, or a coordinator silent too long, ends the session.
             self.check_join()
             self.check_coordinator()
+            self.check_input_now_and_then()
             # 3. Take over on a new assignment, before processing anything: records
             #    polled with it started from the committed offsets, and the takeover
             #    may seek elsewhere, so they are dropped and fetched again.
@@ -239,6 +242,24 @@ class Session:
         """
         if not self.consumer.partitions_for_topic(self.settings.input_topic):
             raise MissingTopicError(f"input_topic {self.settings.input_topic!r} does not exist (deleted?)")
+
+    def check_input_now_and_then(self) -> None:
+        """Every few seconds, rebalance or not, end the session if the input is gone, and the process if it is a
+        new topic of its name (from the consumer's metadata: no request).
+
+        The rebalance a deleted input causes comes only from the member that
+        computed the group's assignment: kafka-python rejoins when the metadata
+        differs from what its own assignment saw. A static member rejoining (a
+        new session, after any Kafka error) is handed the assignment it had
+        without computing it, so it never rejoined: a stage whose input was
+        deleted and created again went on judging the new topic against the
+        old topic's index, with nothing said.
+        """
+        if time.monotonic() - self._last_input_checked < _CHECK_INPUT_EVERY_SECONDS:
+            return
+        self._last_input_checked = time.monotonic()
+        self.check_input_exists()
+        self.worker.input_identity.check(self.consumer)
 
     def check_coordinator(self) -> None:
         """End the session if the group coordinator stopped answering (the brokers away): else a standby

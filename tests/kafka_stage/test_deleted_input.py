@@ -279,3 +279,24 @@ def test_a_stage_or_signer_started_after_its_input_was_deleted_stops_and_creates
     for failure in (failure_of(stage.settings(batch_size=20)), failure_of(signer, runner=role_runner)):
         assert isinstance(failure, DeletedInputError), failure
     assert missing_topics(KafkaConnection(stage.bootstrap), [stage.input_topic]) == [stage.input_topic]
+
+
+def test_an_input_created_again_under_a_stage_in_its_second_session_stops_it(stage: Stage, tmp_path: Path) -> None:
+    """A stage in its second session (its output topic deleted ended the first) was no longer the member that
+    computed the group's assignment, and kafka-python rejoins only on metadata changes its own assignment saw:
+    the input deleted and created again brought no rebalance, and the stage judged the new topic against the
+    old one's index, with nothing said. It must stop, naming the recreated input."""
+    corpus = clear_corpus(120, 0)
+    worker = WorkerProcess(stage.environment(batch_size=20), tmp_path / "worker.log").start()
+    now = int(time.time() * 1000)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(30), now))
+    read_committed(stage.bootstrap, stage.output_topic, 30, settle=1, timeout=60)
+    delete_topic(stage.bootstrap, stage.output_topic)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(30, 60), now))
+    delete_topic(stage.bootstrap, stage.output_topic, present=True)
+    read_committed(stage.bootstrap, stage.output_topic, 30, settle=1, timeout=60)
+    assert "was deleted while the stage ran" in worker.log_path.read_text()
+    recreate_topic(stage.bootstrap, stage.input_topic, 3)
+    produce(stage.bootstrap, stage.input_topic, messages(corpus, range(60, 120), now))
+    assert worker.wait(60) == 1
+    assert f"input_topic {stage.input_topic!r} was deleted and created again" in worker.log_path.read_text()
