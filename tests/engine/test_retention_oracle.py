@@ -92,3 +92,28 @@ def test_copies_are_caught_while_retained_and_never_long_after(
             assert max_documents is None or i - match <= max_documents + (capacity or 0) + 2 * most - 2, (i, match)
             # Measured from its own time: the batch's first record evicts before the batch is judged.
             assert max_age is None or times[i] - times[match] < 2 * max_age, (i, match)
+
+
+def _verdicts(batches: list[tuple[list[int], list[float]]]) -> list[tuple[str, str | None]]:
+    """(verdict, duplicate_of) of each document of ``batches`` (TEXTS by number, event times), under
+    ``max_age_seconds = 60``; ids are ``d<number>@<time>``."""
+    detector = make_detector(DetectionConfig(max_age_seconds=60.0))
+    out = []
+    for numbers, times in batches:
+        ids = [f"d{n}@{t:g}" for n, t in zip(numbers, times, strict=True)]
+        verdicts = detector.process(ids, [TEXTS[n][0] for n in numbers], event_times=times)
+        out += [(v.verdict, v.duplicate_of) for v in verdicts]
+    return out
+
+
+def test_a_record_stamped_before_its_batch_lives_as_long_as_its_generation_as_documented() -> None:
+    # docs/how-it-works.md (retention): 500 s before the rest of its batch, matched 550 s after its stamp.
+    verdicts = _verdicts([([1, 2, 3, 0], [500.0, 500.0, 500.0, 0.0]), ([0], [550.0])])
+    assert verdicts[-1] == ("duplicate", "d0@0")
+
+
+def test_a_record_an_hour_ahead_alone_in_its_batch_holds_retention_for_that_hour_as_documented() -> None:
+    # docs/how-it-works.md (retention): every generation evicted at once, then copies 1,800 s apart matched.
+    verdicts = _verdicts([([0], [0.0]), ([1], [3600.0]), ([0], [600.0]), ([2], [700.0]), ([2], [2500.0])])
+    assert verdicts[2] == ("unique", None)
+    assert verdicts[4] == ("duplicate", "d2@700")
