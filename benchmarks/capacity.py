@@ -119,7 +119,7 @@ def sign(records: Sequence[_Record], config: DetectionConfig = CONFIG) -> Signed
     for start in range(0, len(records), BATCH):
         with stopwatch() as t:
             part = records[start : start + BATCH]
-            _, batch, _ = read_and_sign(part, InputReading(), detector).split()
+            _, batch, _ = read_and_sign(part, InputReading(), detector).split(detector.config.retention())
             values += encode_entry(ChangelogEntry(batch, "documents", {}), digest, independent=True)
         batches.append(batch)
         rates.append(len(part) / t[0])

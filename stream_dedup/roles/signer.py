@@ -101,7 +101,9 @@ class Signer(RoleWork):
         if not records:
             return None
         s = self.settings
-        documents, batch, letters = read_and_sign(records, self.reading, self.detector).split()
+        documents, batch, letters = read_and_sign(records, self.reading, self.detector).split(
+            self.detector.config.retention()
+        )
         after: dict[int, int] = {}
         for record in records:
             after[record.partition] = max(after.get(record.partition, 0), record.offset + 1)

@@ -117,7 +117,7 @@ def judge_batch(
     committed with the batch, which then may hold no record at all.
     """
     records = batch.records
-    documents, indexed, letters = batch.split()
+    documents, indexed, letters = batch.split(detector.config.retention())
     passed = passed or {}
     input_topic = records[0].topic if records else next(iter(passed)).topic
     after = dict(positions)

@@ -37,6 +37,7 @@ from stream_dedup.kafka.messages import (
 from stream_dedup.kafka.record_texts import text_blocks
 from stream_dedup.kafka.value_blocks import ValueBlock, block_compressor
 from stream_dedup.lsh.generation import IndexedBatch, SignedBatch
+from stream_dedup.lsh.retention import Retention
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,23 @@ Outcome = str | Refusal
 #: The furthest ahead of this machine's clock a record's timestamp counts as its event time
 #: (Kafka 4's own default bound, ``log.message.timestamp.after.max.ms``): a producer's clock an
 #: hour fast is wrong, and retention must not take its word (see :meth:`SignedRecords.split`).
+#: Under a ``max_age_seconds`` of less than four hours, a quarter of it (:func:`future_allowance`).
 FUTURE_ALLOWANCE_SECONDS = 3600.0
+
+
+def future_allowance(retention: Retention) -> float:
+    """How far past this machine's clock a record's time may count: :data:`FUTURE_ALLOWANCE_SECONDS`, or one
+    generation's span (a quarter of ``max_age_seconds``) if that is less.
+
+    Retention bounds a batch's times by its median, and a record alone in
+    its batch (a quiet live stream) is its own median: stamped an hour
+    ahead under ``max_age_seconds = 60``, it evicted the whole index at
+    once, and for that hour copies of any age were matched. Bounded by a
+    generation's span, it ages the index by a quarter of ``max_age_seconds``
+    at most, as a record stamped ahead of its batch does.
+    """
+    span = retention.generation_seconds
+    return FUTURE_ALLOWANCE_SECONDS if span is None else min(FUTURE_ALLOWANCE_SECONDS, span)
 
 
 @dataclass(frozen=True)
@@ -70,16 +87,18 @@ class SignedRecords:
     texts: list[bytes]
     blocks: list[ValueBlock]
 
-    def split(self, now: float | None = None) -> tuple[list["ReadDocument"], IndexedBatch, list[DeadLetter]]:
+    def split(
+        self, retention: Retention, now: float | None = None
+    ) -> tuple[list["ReadDocument"], IndexedBatch, list[DeadLetter]]:
         """The records that hold a document, those documents as the index takes them, and the dead letters.
 
         A document's event time is its record's timestamp, but never later
-        than :data:`FUTURE_ALLOWANCE_SECONDS` past ``now`` (this machine's
-        clock): one record stamped a year ahead, alone in a quiet stream's
-        batch, would move retention's clock a year and evict every document
-        before it. The time is bounded here, where it enters the changelog
-        (or the sequenced topic), so that every replay of it indexes the
-        same times whatever its own clock says.
+        than :func:`future_allowance` (of the index's ``retention``) past
+        ``now`` (this machine's clock): one record stamped a year ahead,
+        alone in a quiet stream's batch, would move retention's clock a year
+        and evict every document before it. The time is bounded here, where
+        it enters the changelog (or the sequenced topic), so that every
+        replay of it indexes the same times whatever its own clock says.
         """
         documents: list[ReadDocument] = []
         letters: list[DeadLetter] = []
@@ -91,16 +110,16 @@ class SignedRecords:
         indexed = IndexedBatch(
             [d.id for d in documents],
             self.signed,
-            _event_times(documents, time.time() if now is None else now),
+            _event_times(documents, time.time() if now is None else now, future_allowance(retention)),
             np.array([source_pointer(d.source) for d in documents], dtype=np.uint64),
         )
         return documents, indexed, letters
 
 
-def _event_times(documents: Sequence["ReadDocument"], now: float) -> npt.NDArray[np.float64]:
-    """The documents' record timestamps in seconds, none past ``now`` + :data:`FUTURE_ALLOWANCE_SECONDS`."""
+def _event_times(documents: Sequence["ReadDocument"], now: float, allowance: float) -> npt.NDArray[np.float64]:
+    """The documents' record timestamps in seconds, none past ``now`` + ``allowance``."""
     times = np.array([d.source.timestamp / 1000.0 for d in documents], dtype=np.float64)
-    latest = now + FUTURE_ALLOWANCE_SECONDS
+    latest = now + allowance
     ahead = np.flatnonzero(times > latest)
     if ahead.size:
         first = documents[int(ahead[0])].source
@@ -108,11 +127,11 @@ def _event_times(documents: Sequence["ReadDocument"], now: float) -> npt.NDArray
             "%d record(s) stamped more than %.0f s ahead of this machine's clock (partition %d offset %d by %.0f s): "
             "retention counts them as stamped %.0f s ahead; check the producers' clocks",
             ahead.size,
-            FUTURE_ALLOWANCE_SECONDS,
+            allowance,
             first.partition,
             first.offset,
             times[ahead[0]] - now,
-            FUTURE_ALLOWANCE_SECONDS,
+            allowance,
         )
         times[ahead] = latest
     return times

@@ -13,6 +13,7 @@ from stream_dedup.kafka.changelog import MAX_MESSAGE_BYTES, MAX_SHINGLE_SET_BYTE
 from stream_dedup.kafka.messages import InputReading, document_text, pointer_of
 from stream_dedup.kafka.record_texts import text_blocks
 from stream_dedup.kafka.value_blocks import BLOCK_RECORDS, block_compressor
+from stream_dedup.lsh.retention import Retention
 from stream_dedup.worker.signing import FUTURE_ALLOWANCE_SECONDS, read_and_sign
 from tests.corpus import make_corpus
 from tests.worker.fakes import block_values, document, record
@@ -57,11 +58,21 @@ def test_a_record_stamped_far_ahead_counts_as_the_allowance_ahead(caplog: pytest
     records[2] = records[2]._replace(timestamp=int((now + 365 * 86400) * 1000))
     records[3] = records[3]._replace(timestamp=int((now + 60) * 1000))  # a minute fast: as stamped
     with caplog.at_level(logging.WARNING):
-        _, indexed, _ = read_and_sign(records, READING, SIGNER).split(now)
+        _, indexed, _ = read_and_sign(records, READING, SIGNER).split(Retention(), now)
     expected = [r.timestamp / 1000 for r in records]
     expected[2] = now + FUTURE_ALLOWANCE_SECONDS
     assert indexed.event_times.tolist() == expected
     assert f"partition {records[2].partition} offset {records[2].offset}" in caplog.text
+
+
+@pytest.mark.parametrize(("max_age", "allowance"), [(60.0, 15.0), (4 * 3600.0, 3600.0), (86400.0, 3600.0)])
+def test_under_a_short_max_age_a_record_ahead_counts_as_a_quarter_of_it_ahead(max_age: float, allowance: float) -> None:
+    """Alone in its batch (a quiet live stream), a record stamped hours ahead under max_age_seconds = 60 counted
+    as stamped an hour ahead: it evicted the whole index, and copies of any age matched for the hour."""
+    now = 1_700_000_000.0
+    records = [batch()[0]._replace(timestamp=int((now + 7200) * 1000))]
+    _, indexed, _ = read_and_sign(records, READING, SIGNER).split(Retention(max_age_seconds=max_age), now)
+    assert indexed.event_times.tolist() == [now + allowance]
 
 
 def random_letters(count: int, seed: int) -> str:
@@ -84,7 +95,7 @@ def test_a_document_whose_shingle_set_no_changelog_record_holds_is_a_dead_letter
     refusal = signed.outcomes[1]
     assert isinstance(refusal, Refusal) and refusal.reason == "too_large"
     assert "max_document_bytes" in refusal.detail and "exact" in refusal.detail
-    documents, indexed, letters = signed.split()
+    documents, indexed, letters = signed.split(Retention())
     assert [d.id for d in documents] == indexed.ids == ["small", "largest"] and len(signed.texts) == 2
     assert [letter.reason for letter in letters] == ["too_large"]
     # What is kept fits: the largest set's record is within the topic's limit.
