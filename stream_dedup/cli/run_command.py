@@ -55,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             worker.run()
         except AuthorizationError as error:
-            # Only the topic set-up before the first session lets a Kafka error
-            # out of Worker.run (a session's errors restart the session).
+            # Raised by the topic set-up and by a session alike (a session refused is not restarted:
+            # every new one would be refused the same way).
             raise BrokersRejectedError(_refused_access(settings, error)) from error
     return 0
 

@@ -31,6 +31,9 @@ the brokers refuse one of our timeouts     ``raise_if_timeout_refused`` in     "
 (their transaction.max.timeout.ms, or      ``RoleRunner.run``: exit 2, no new  'transaction_timeout_seconds'" (or
 group.min/max.session.timeout.ms)          session (each would be refused      'session_timeout_seconds'), naming
                                            the same)                           the brokers' setting
+an ACL missing (a topic, the group, the    ``RoleRunner.run`` raises the       "stream-dedup: cannot use Kafka: ...
+transactional id, DescribeConfigs on a     ``AuthorizationError``: exit 4, no  refused access (...)", naming the
+topic)                                     new session                         user and the ACLs to grant
 another process under this replica's       ``raise_if_instance_taken`` (kafka. "stream-dedup: invalid setting
 instance_id (it fenced this one: its       instance_clash) in                  'instance_id': another process
 commit refused, and the group's member     ``RoleRunner.run``: exit 2, no new  joined group 'G' as instance_id
@@ -75,7 +78,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.errors import KafkaError
+from kafka.errors import AuthorizationError, KafkaError
 from kafka.structs import OffsetAndMetadata
 
 from stream_dedup.kafka.assignments import AssignmentNotes
@@ -215,7 +218,8 @@ class RoleRunner:
         A :class:`KafkaError` ends the session and a new one starts after a
         pause (:class:`~stream_dedup.kafka.clients.SessionBackoff`), unless it is
         the brokers refusing one of our timeouts (a
-        :class:`~stream_dedup.errors.ConfigError`, exit 2); anything else is raised (the
+        :class:`~stream_dedup.errors.ConfigError`, exit 2) or an ACL missing
+        (the :class:`~kafka.errors.AuthorizationError`, raised: exit 4); anything else is raised (the
         process exits 1 with the message): retrying would meet the same
         records or settings.
         """
@@ -236,6 +240,9 @@ class RoleRunner:
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
                 # So would a batch compressed with a codec we cannot read, fetched again by every new session.
                 raise_if_codec_missing(error)
+                # So would a missing ACL: ends the process, exit 4 naming what to grant (cli.run_command).
+                if isinstance(error, AuthorizationError):
+                    raise
                 self.events.role_changed("restoring", "restarting after a Kafka error")
                 # Another process under our instance_id: the next session would fence it, and it us, for ever.
                 raise_if_instance_taken(error, s.connection(), s.role_group_id, s.instance_id, self.member_id)

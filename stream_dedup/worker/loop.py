@@ -51,6 +51,10 @@ the brokers refuse one of our timeouts     ``raise_if_timeout_refused`` in     "
 (their transaction.max.timeout.ms, or      ``Worker.run``: exit 2, no new      'transaction_timeout_seconds'" (or
 group.min/max.session.timeout.ms)          session (each would be refused      'session_timeout_seconds'), naming
                                            the same)                           the brokers' setting
+an ACL missing (a topic, the group, the    ``Worker.run`` raises the           "stream-dedup: cannot use Kafka: ...
+transactional id; or DescribeConfigs on    ``AuthorizationError``: exit 4, no  refused access (...Authorization
+a topic, kafka.topic_limits)               new session (each would be refused  FailedError: ... refused: R)", naming
+                                           the same)                           the user and the ACLs to grant
 another process under this replica's       ``raise_if_instance_taken`` (kafka. "stream-dedup: invalid setting
 instance_id (it fenced this one: its       instance_clash) in ``Worker.run``:  'instance_id': another process
 commit refused, and the group's member     exit 2, no new session (it would    joined group 'G' as instance_id
@@ -168,7 +172,7 @@ from collections.abc import Callable
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer
 from kafka.admin import MemberToRemove
-from kafka.errors import KafkaError
+from kafka.errors import AuthorizationError, KafkaError
 
 from stream_dedup.config import DetectionConfig
 from stream_dedup.engine.detection import DuplicateDetector
@@ -250,7 +254,9 @@ class Worker:
           at once; 1 s again after one that ran 30 s or more). Except the
           brokers refusing ``transaction_timeout_seconds`` or
           ``session_timeout_seconds`` (:mod:`stream_dedup.kafka.broker_limits`):
-          a :class:`~stream_dedup.errors.ConfigError`, raised (exit 2).
+          a :class:`~stream_dedup.errors.ConfigError`, raised (exit 2); and an
+          ACL missing: the :class:`~kafka.errors.AuthorizationError`, raised
+          (exit 4, ``stream-dedup run`` naming what to grant).
         - :class:`~stream_dedup.errors.StreamDedupError` (a changelog of other
           signature parameters or of another input, a snapshot of other
           parameters, :class:`~stream_dedup.errors.ReplayTimeoutError`, a
@@ -298,6 +304,9 @@ class Worker:
                 raise_if_timeout_refused(error, s.transaction_timeout_seconds, s.session_timeout_seconds)
                 # So would a batch compressed with a codec we cannot read, fetched again by every new session.
                 raise_if_codec_missing(error)
+                # So would a missing ACL: ends the process, exit 4 naming what to grant (cli.run_command).
+                if isinstance(error, AuthorizationError):
+                    raise
                 # Not ready until a new session has restored: while the brokers stay away, the next
                 # restore is not even begun, and the role would say "active" for the whole outage.
                 self.events.role_changed("restoring", "restarting after a Kafka error")

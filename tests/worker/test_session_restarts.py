@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from kafka.errors import KafkaConnectionError
+from kafka.errors import GroupAuthorizationFailedError, KafkaConnectionError
 
 from stream_dedup.worker import loop
 from stream_dedup.worker.events import Role, WorkerEvents
@@ -48,3 +48,25 @@ def test_a_session_ended_by_a_kafka_error_leaves_the_replica_restoring_and_alive
     monkeypatch.setattr(loop.SessionBackoff, "after_failure", lambda self, lasted: 0.0)
     worker.run()
     assert events.said == ["active", "restoring", "heartbeat", "restoring", "heartbeat"]
+
+
+def test_a_session_refused_by_an_acl_ends_the_worker_instead_of_restarting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A missing ACL (here Read on the group) is refused again by every new session: restarting them
+    hid it behind ERROR lines for ever, the replica alive and never judging a record."""
+    worker = Worker(WorkerSettings(signing_processes=0, snapshot_dir=str(tmp_path), text_spool_mb=0))
+    sessions: list[str] = []
+
+    def session() -> None:
+        sessions.append("refused")
+        if len(sessions) > 2:
+            worker.request_stop()
+        raise GroupAuthorizationFailedError("stream-dedup")
+
+    monkeypatch.setattr(loop, "ensure_stage_topics", lambda *args, **kwargs: None)
+    monkeypatch.setattr(worker, "_run_session", session)
+    monkeypatch.setattr(loop.SessionBackoff, "after_failure", lambda self, lasted: 0.0)
+    with pytest.raises(GroupAuthorizationFailedError):
+        worker.run()
+    assert sessions == ["refused"]
