@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka import errors as kafka_errors
 from kafka.admin import MemberToRemove
 from kafka.consumer.group import KafkaConsumer as _KafkaPythonConsumer  # kafka-python's own, whatever stands in
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -308,7 +309,9 @@ def ensure_topics(connection: KafkaConnection, topics: list[TopicSpec]) -> dict[
                         t.name: {"num_partitions": t.partitions, "replication_factor": -1, "configs": t.configs}
                         for t in missing
                     },
-                    wait_for_metadata=True,
+                    # Waited for below: kafka-python's wait stalled 10 s on a topic we may create but not
+                    # describe (no Write or Read ACL), then a KafkaTimeoutError hid the authorization error.
+                    wait_for_metadata=False,
                 )
             for topic in missing:
                 log.info("created topic %s (%d partitions)", topic.name, topic.partitions)
@@ -318,12 +321,25 @@ def ensure_topics(connection: KafkaConnection, topics: list[TopicSpec]) -> dict[
         deadline = time.monotonic() + _TOPIC_METADATA_SECONDS
         while True:
             described = admin.describe_topics([t.name for t in topics])
+            _raise_if_refused(described)
             counts = {entry["name"]: len(entry["partitions"]) for entry in described}
             if all(counts.get(t.name) for t in topics) or time.monotonic() > deadline:
                 return counts
             time.sleep(0.2)
     finally:
         admin.close()
+
+
+def _raise_if_refused(described: list[dict[str, Any]]) -> None:
+    """Raise the authorization error of a topic the brokers refused to describe, naming it.
+
+    ``describe_topics`` returns a refused topic with its error code and no
+    partitions: waiting for its partitions would wait for nothing.
+    """
+    for entry in described:
+        error = kafka_errors.for_code(entry.get("error_code", 0))
+        if issubclass(error, kafka_errors.AuthorizationError):
+            raise error({entry["name"]})
 
 
 def missing_topics(connection: KafkaConnection, topics: list[str]) -> list[str]:

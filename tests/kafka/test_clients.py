@@ -1,9 +1,9 @@
-"""Creating the stage's topics when several processes create them at once."""
+"""Creating the stage's topics when several processes create them at once, or when the brokers refuse one."""
 
 from typing import Any
 
 import pytest
-from kafka.errors import TopicAlreadyExistsError
+from kafka.errors import TopicAlreadyExistsError, TopicAuthorizationFailedError
 
 from stream_dedup.kafka import clients
 from stream_dedup.kafka.clients import KafkaConnection, SessionBackoff, TopicSpec, ensure_topics
@@ -50,3 +50,21 @@ def test_sessions_failing_at_once_wait_longer_each_time_and_one_that_ran_a_while
     assert [pause.after_failure(lasted=3600.0), pause.after_failure(lasted=2.0)] == [1, 2]
     pause.after_success()
     assert pause.after_failure(lasted=0.0) == 1
+
+
+class _RefusingAdmin(_RacingAdmin):
+    """An admin client of a user who may create the topic but not describe it (no Write, Read or Describe ACL)."""
+
+    def create_topics(self, topics: dict[str, Any], wait_for_metadata: bool) -> None:
+        assert not wait_for_metadata, "kafka-python's wait hides the refusal behind a KafkaTimeoutError after 10 s"
+
+    def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
+        return [{"name": name, "error_code": TopicAuthorizationFailedError.errno, "partitions": []} for name in names]
+
+
+def test_a_created_topic_the_user_may_not_describe_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clients, "KafkaAdminClient", _RefusingAdmin)
+    monkeypatch.setattr(clients, "_TOPIC_METADATA_SECONDS", 0.0)
+
+    with pytest.raises(TopicAuthorizationFailedError, match=r"stage\.verdicts"):
+        ensure_topics(KafkaConnection("broker:9092"), [TopicSpec("stage.verdicts", 3)])
