@@ -2,6 +2,7 @@
 
 from kafka import KafkaAdminClient
 from kafka.admin import ConfigResource, ConfigResourceType
+from kafka.errors import TopicAuthorizationFailedError
 
 from stream_dedup.errors import TopicConfigError
 from stream_dedup.kafka.clients import PRODUCER_TUNING, KafkaConnection
@@ -25,6 +26,11 @@ def topic_configs(connection: KafkaConnection, topics: list[str], names: list[st
     finally:
         admin.close()
     configs = described.get("topic", {})
+    # kafka-python drops a resource's error: a topic refused (no DescribeConfigs ACL) came back with no
+    # configs, taken for the broker's defaults: the retention and record size checks passed unseen.
+    refused = sorted(topic for topic in topics if names and not configs.get(topic))
+    if refused:
+        raise TopicAuthorizationFailedError(f"DescribeConfigs on topic {', '.join(refused)} (no configs described)")
     return {
         topic: {
             name: str(entry["value"])
