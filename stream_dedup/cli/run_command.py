@@ -63,13 +63,34 @@ def run(args: argparse.Namespace) -> int:
 
 def _refused_access(settings: WorkerSettings, error: AuthorizationError) -> str:
     user = f"sasl_username={settings.sasl_username!r}" if settings.sasl_username else "the anonymous user"
-    # Every role of a sharded stage creates all of its topics (roles.topics): each needs them all.
-    state = [settings.changelog_topic] if settings.role == "all" else [settings.sequenced_topic, settings.answers_topic]
-    topics = [settings.input_topic, settings.output_topic, settings.dead_letter_topic, *state]
-    topics += [settings.unique_topic] if settings.unique_topic else []
     return (
         f"cannot use Kafka: {settings.bootstrap_servers} refused access ({type(error).__name__}: "
-        f"{error.description}). Settings: security_protocol={settings.security_protocol}, {user}, "
-        f"topics {', '.join(topics)}. Grant that user Describe, Read, Write and Create on the topics, "
-        f"Read on group {settings.role_group_id} and Write on the transactional id {settings.transactional_id}."
+        f"{error.description}{_refused(error)}). Settings: security_protocol={settings.security_protocol}, "
+        f"{user}. Grant that user {_needed_acls(settings)}."
     )
+
+
+def _refused(error: AuthorizationError) -> str:
+    """What the brokers refused, as the error says it: kafka-python gives a set of topics, a sentence, or nothing."""
+    detail = error.args[0] if error.args else ""
+    if isinstance(detail, (set, frozenset, list)):
+        detail = f"Read or Write on topic {', '.join(sorted(map(str, detail)))}"
+    detail = str(detail).strip()
+    return f" Refused: {detail[:300]}" if detail else ""
+
+
+def _needed_acls(settings: WorkerSettings) -> str:
+    """Every ACL the process needs: all of them, whichever was refused (one missing hides the next)."""
+    s = settings
+    group_and_id = f"Read on group {s.role_group_id} and Write on transactional id {s.transactional_id}"
+    if s.role == "all":
+        written = ", ".join([s.output_topic, s.dead_letter_topic, *([s.unique_topic] if s.unique_topic else [])])
+        return (
+            f"Read on topic {s.input_topic}; Write and DescribeConfigs on topic {written}; Read, Write and "
+            f"DescribeConfigs on topic {s.changelog_topic}; Create on the cluster (or on those topics) while "
+            f"any of them is missing; {group_and_id}"
+        )
+    # Every role of a sharded stage creates all of its topics (roles.topics): each needs them all.
+    topics = [s.input_topic, s.output_topic, s.dead_letter_topic, s.sequenced_topic, s.answers_topic]
+    topics += [s.unique_topic] if s.unique_topic else []
+    return f"Describe, DescribeConfigs, Read, Write and Create on topic {', '.join(topics)}; {group_and_id}"

@@ -19,7 +19,7 @@ from kafka.admin import MemberToRemove
 from kafka.consumer.group import KafkaConsumer as _KafkaPythonConsumer  # kafka-python's own, whatever stands in
 from kafka.coordinator.assignors.range import RangePartitionAssignor
 from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError
+from kafka.errors import KafkaError, KafkaTimeoutError, TopicAlreadyExistsError, TopicAuthorizationFailedError
 
 from stream_dedup.kafka.assignor import SingleActiveAssignor
 from stream_dedup.kafka.fetched_records import read_fetches_quickly
@@ -303,16 +303,21 @@ def ensure_topics(connection: KafkaConnection, topics: list[TopicSpec]) -> dict[
         existing = set(admin.list_topics())
         missing = [t for t in topics if t.name not in existing]
         if missing:
-            with contextlib.suppress(TopicAlreadyExistsError):  # another replica created it first
-                admin.create_topics(
-                    {
-                        t.name: {"num_partitions": t.partitions, "replication_factor": -1, "configs": t.configs}
-                        for t in missing
-                    },
-                    # Waited for below: kafka-python's wait stalled 10 s on a topic we may create but not
-                    # describe (no Write or Read ACL), then a KafkaTimeoutError hid the authorization error.
-                    wait_for_metadata=False,
-                )
+            try:
+                with contextlib.suppress(TopicAlreadyExistsError):  # another replica created it first
+                    admin.create_topics(
+                        {
+                            t.name: {"num_partitions": t.partitions, "replication_factor": -1, "configs": t.configs}
+                            for t in missing
+                        },
+                        # Waited for below: kafka-python's wait stalled 10 s on a topic we may create but not
+                        # describe (no Write or Read ACL), then a KafkaTimeoutError hid the authorization error.
+                        wait_for_metadata=False,
+                    )
+            except TopicAuthorizationFailedError as error:
+                # kafka-python's error holds the whole request: name what was refused instead.
+                names = ", ".join(t.name for t in missing)
+                raise TopicAuthorizationFailedError(f"Create on topic {names} (or on the cluster)") from error
             for topic in missing:
                 log.info("created topic %s (%d partitions)", topic.name, topic.partitions)
         # A topic another process is creating at this very moment exists, but its
@@ -339,7 +344,7 @@ def _raise_if_refused(described: list[dict[str, Any]]) -> None:
     for entry in described:
         error = kafka_errors.for_code(entry.get("error_code", 0))
         if issubclass(error, kafka_errors.AuthorizationError):
-            raise error({entry["name"]})
+            raise error(f"Describe on topic {entry['name']} (implied by Read or Write)")
 
 
 def missing_topics(connection: KafkaConnection, topics: list[str]) -> list[str]:

@@ -68,3 +68,18 @@ def test_a_created_topic_the_user_may_not_describe_is_refused_naming_it(monkeypa
 
     with pytest.raises(TopicAuthorizationFailedError, match=r"stage\.verdicts"):
         ensure_topics(KafkaConnection("broker:9092"), [TopicSpec("stage.verdicts", 3)])
+
+
+class _CreateRefusingAdmin(_RacingAdmin):
+    """An admin client of a user without Create on the cluster or the topic: kafka-python's error holds the request."""
+
+    def create_topics(self, topics: dict[str, Any], wait_for_metadata: bool) -> None:
+        raise TopicAuthorizationFailedError(f"Request 'CreateTopicsRequest(topics={topics!r}...)' failed")
+
+
+def test_a_topic_the_user_may_not_create_is_refused_naming_the_acl(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clients, "KafkaAdminClient", _CreateRefusingAdmin)
+
+    with pytest.raises(TopicAuthorizationFailedError) as refused:
+        ensure_topics(KafkaConnection("broker:9092"), [TopicSpec("stage.verdicts", 3), TopicSpec("stage.dead", 3)])
+    assert refused.value.args == ("Create on topic stage.verdicts, stage.dead (or on the cluster)",)
