@@ -300,8 +300,8 @@ def ensure_topics(connection: KafkaConnection, topics: list[TopicSpec]) -> dict[
     """Create the missing topics; return the partition count of every topic asked for."""
     admin = KafkaAdminClient(**connection.options())
     try:
-        existing = set(admin.list_topics())
-        missing = [t for t in topics if t.name not in existing]
+        absent = set(_absent(admin, [t.name for t in topics]))
+        missing = [t for t in topics if t.name in absent]
         if missing:
             try:
                 with contextlib.suppress(TopicAlreadyExistsError):  # another replica created it first
@@ -348,13 +348,32 @@ def _raise_if_refused(described: list[dict[str, Any]]) -> None:
 
 
 def missing_topics(connection: KafkaConnection, topics: list[str]) -> list[str]:
-    """Those of ``topics`` the brokers do not know, in order."""
+    """Those of ``topics`` the brokers do not know, in order.
+
+    Raises the authorization error of a topic the user may not describe: the
+    brokers' topic list leaves it out as if it did not exist, and a changelog
+    whose ACLs were lost was taken for one deleted, the stage then advising to
+    start over (exit 1) where an ACL was missing.
+    """
     admin = KafkaAdminClient(**connection.options())
     try:
-        existing = set(admin.list_topics())
+        return _absent(admin, topics)
     finally:
         admin.close()
-    return [topic for topic in topics if topic not in existing]
+
+
+def _absent(admin: KafkaAdminClient, topics: list[str]) -> list[str]:
+    """Those of ``topics`` the brokers answer do not exist (named: a topic list leaves out those refused too)."""
+    if not topics:
+        return []
+    described = admin.describe_topics(topics)
+    _raise_if_refused(described)
+    known = {
+        entry["name"]
+        for entry in described
+        if kafka_errors.for_code(entry.get("error_code", 0)) is not kafka_errors.UnknownTopicOrPartitionError
+    }
+    return [topic for topic in topics if topic not in known]
 
 
 def leave_group(connection: KafkaConnection, group_id: str, instance_id: str) -> None:

@@ -3,10 +3,15 @@
 from typing import Any
 
 import pytest
-from kafka.errors import TopicAlreadyExistsError, TopicAuthorizationFailedError
+from kafka.errors import TopicAlreadyExistsError, TopicAuthorizationFailedError, UnknownTopicOrPartitionError
 
 from stream_dedup.kafka import clients
-from stream_dedup.kafka.clients import KafkaConnection, SessionBackoff, TopicSpec, ensure_topics
+from stream_dedup.kafka.clients import KafkaConnection, SessionBackoff, TopicSpec, ensure_topics, missing_topics
+
+
+def _unknown(names: list[str]) -> list[dict[str, Any]]:
+    """The brokers' description of topics that do not exist."""
+    return [{"name": name, "error_code": UnknownTopicOrPartitionError.errno, "partitions": []} for name in names]
 
 
 class _RacingAdmin:
@@ -17,15 +22,16 @@ class _RacingAdmin:
     def __init__(self, **options: Any) -> None:
         pass
 
-    def list_topics(self) -> list[str]:
-        return []
-
     def create_topics(self, topics: dict[str, Any], wait_for_metadata: bool) -> None:
         raise TopicAlreadyExistsError("created by another process a moment ago")
 
     def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
         _RacingAdmin.descriptions += 1
-        partitions = [] if _RacingAdmin.descriptions < 3 else [{"partition": p} for p in range(3)]
+        if _RacingAdmin.descriptions == 1:  # asked whether it exists: not yet
+            return [
+                {"name": name, "error_code": UnknownTopicOrPartitionError.errno, "partitions": []} for name in names
+            ]
+        partitions = [] if _RacingAdmin.descriptions < 4 else [{"partition": p} for p in range(3)]
         return [{"name": name, "partitions": partitions} for name in names]
 
     def close(self) -> None:
@@ -40,7 +46,7 @@ def test_a_topic_another_process_is_creating_is_waited_for_until_its_partitions_
     counts = ensure_topics(KafkaConnection("broker:9092"), [TopicSpec("stage.answers", 3)])
 
     assert counts == {"stage.answers": 3}
-    assert _RacingAdmin.descriptions == 3
+    assert _RacingAdmin.descriptions == 4
 
 
 def test_sessions_failing_at_once_wait_longer_each_time_and_one_that_ran_a_while_starts_over() -> None:
@@ -73,6 +79,9 @@ def test_a_created_topic_the_user_may_not_describe_is_refused_naming_it(monkeypa
 class _CreateRefusingAdmin(_RacingAdmin):
     """An admin client of a user without Create on the cluster or the topic: kafka-python's error holds the request."""
 
+    def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
+        return _unknown(names)
+
     def create_topics(self, topics: dict[str, Any], wait_for_metadata: bool) -> None:
         raise TopicAuthorizationFailedError(f"Request 'CreateTopicsRequest(topics={topics!r}...)' failed")
 
@@ -83,3 +92,21 @@ def test_a_topic_the_user_may_not_create_is_refused_naming_the_acl(monkeypatch: 
     with pytest.raises(TopicAuthorizationFailedError) as refused:
         ensure_topics(KafkaConnection("broker:9092"), [TopicSpec("stage.verdicts", 3), TopicSpec("stage.dead", 3)])
     assert refused.value.args == ("Create on topic stage.verdicts, stage.dead (or on the cluster)",)
+
+
+class _ListingAdmin(_RacingAdmin):
+    """An admin client of a user whose ACLs on "stage.changelog" were lost: the topic list leaves it out."""
+
+    def list_topics(self) -> list[str]:
+        return ["stage.input"]
+
+    def describe_topics(self, names: list[str]) -> list[dict[str, Any]]:
+        return [{"name": name, "error_code": TopicAuthorizationFailedError.errno, "partitions": []} for name in names]
+
+
+def test_a_topic_the_user_may_not_describe_is_not_taken_for_a_missing_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Taken for missing, a changelog the user lost its ACLs on was said deleted, with advice to start over."""
+    monkeypatch.setattr(clients, "KafkaAdminClient", _ListingAdmin)
+
+    with pytest.raises(TopicAuthorizationFailedError, match=r"Describe on topic stage\.changelog"):
+        missing_topics(KafkaConnection("broker:9092"), ["stage.changelog"])
