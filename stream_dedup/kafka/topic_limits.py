@@ -30,7 +30,10 @@ def topic_configs(connection: KafkaConnection, topics: list[str], names: list[st
     # configs, taken for the broker's defaults: the retention and record size checks passed unseen.
     refused = sorted(topic for topic in topics if names and not configs.get(topic))
     if refused:
-        raise TopicAuthorizationFailedError(f"DescribeConfigs on topic {', '.join(refused)} (no configs described)")
+        raise TopicAuthorizationFailedError(
+            f"DescribeConfigs on topic {', '.join(refused)} (no configs described: that ACL is missing, or the topic "
+            "was deleted a moment ago)"
+        )
     return {
         topic: {
             name: str(entry["value"])
