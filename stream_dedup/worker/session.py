@@ -312,8 +312,11 @@ class Session:
             resume.update(log_offsets(consumer, new, end=False))
         for tp, offset in resume.items():
             consumer.seek(tp, offset)
-        self.positions = dict(replay.positions)
-        self.judged_positions = dict(replay.positions)
+        # Where processing resumes, offsets moved forward by an operator included: batches then carry them
+        # (changelog, lag), not the changelog's older positions of a partition they do not move. Else its lag
+        # counted the skipped records, and no idle commit passed its markers, until a record of it came.
+        self.positions = {**replay.positions, **{tp.partition: offset for tp, offset in resume.items()}}
+        self.judged_positions = dict(self.positions)
         # Records fetched or taken before the takeover were dropped: the merge
         # starts empty, and a batch being signed is forgotten (never committed).
         self.intake.restart(assigned)

@@ -1,0 +1,71 @@
+"""An operator moving the stopped stage's group offsets forward (``kafka-consumer-groups.sh --reset-offsets
+--to-latest``, or the admin client's alter offsets): the skipped records get no verdict, as
+docs/kafka-stage.md says, and the stage's own lag and its idle commits past the markers start from
+the moved offsets, not from where its changelog last judged.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from kafka import KafkaConsumer, TopicPartition
+from kafka.structs import OffsetAndMetadata
+
+from tests.corpus import make_clustered_corpus
+
+from .stage import Stage, document_messages, produce, read_committed, verdicts_by_source, wait_until, worker_thread
+from .test_lag import LagReports, lag_seen_from_outside
+
+pytestmark = pytest.mark.kafka
+
+
+def move_group_offsets(stage: Stage, offsets: dict[int, int]) -> None:
+    """What ``kafka-consumer-groups.sh --reset-offsets`` does to the stopped stage's group."""
+    consumer = KafkaConsumer(bootstrap_servers=stage.bootstrap, group_id=stage.group_id, enable_auto_commit=False)
+    try:
+        consumer.commit(
+            {TopicPartition(stage.input_topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
+        )
+    finally:
+        consumer.close()
+
+
+def ends(stage: Stage) -> dict[int, int]:
+    consumer = KafkaConsumer(bootstrap_servers=stage.bootstrap)
+    try:
+        partitions = [TopicPartition(stage.input_topic, p) for p in range(3)]
+        return {tp.partition: int(o) for tp, o in consumer.end_offsets(partitions).items()}
+    finally:
+        consumer.close()
+
+
+def on_partition(corpus: list[tuple[str, int]], first: int, partition: int) -> list[tuple[bytes, bytes, int, int]]:
+    """``corpus`` as documents ``doc-first`` on, all on ``partition``."""
+    padded = [("", 0)] * first + corpus
+    return [(key, value, partition, stamp) for key, value, _, stamp in document_messages(padded, 3)[first:]]
+
+
+def test_records_skipped_by_offsets_moved_forward_count_no_lag_once_other_partitions_commit(stage: Stage) -> None:
+    corpus = make_clustered_corpus(150, seed=31)
+    settings = stage.settings(batch_size=20)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus[:60], partitions=3))
+    with worker_thread(settings):
+        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    # 30 records more, on partition 0 only; the operator skips them.
+    produce(stage.bootstrap, stage.input_topic, on_partition(corpus[60:90], 60, 0))
+    move_group_offsets(stage, {0: ends(stage)[0]})
+    lag = LagReports()
+    with worker_thread(settings, events=lag):
+        # Records on the other partitions only: batches that do not move partition 0.
+        produce(stage.bootstrap, stage.input_topic, on_partition(corpus[90:], 90, 1))
+        verdicts = read_committed(stage.bootstrap, stage.output_topic, 120, settle=2)
+        wait_until(lambda: lag.of(stage.input_topic) == {0: 0, 1: 0, 2: 0}, 30, "no lag on any partition")
+        wait_until(
+            lambda: lag_seen_from_outside(stage.bootstrap, stage.group_id, stage.input_topic) == {0: 0, 1: 0, 2: 0},
+            30,
+            "the group's committed offsets at the partitions' ends",
+        )
+    grouped = verdicts_by_source([json.loads(v.value) for v in verdicts])
+    assert len(verdicts) == 120 and all(len(given) == 1 for given in grouped.values())
+    assert {json.loads(v.value)["id"] for v in verdicts}.isdisjoint({f"doc-{i}" for i in range(60, 90)})
