@@ -10,7 +10,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kafka import TopicPartition
+from kafka import KafkaAdminClient, TopicPartition
+from kafka.admin import OffsetSpec
 
 from stream_dedup.config import settings_changes
 from stream_dedup.engine.detection import DuplicateDetector
@@ -68,6 +69,9 @@ class ChangelogReplay:
         self._stopping = stopping
         #: How the batches replayed last differed from this run's settings, as last said in a warning.
         self._settings_warned: str | None = None
+        self._connection = connection
+        #: Asks the changelog's high watermark (see holds_everything_written); made when first needed.
+        self._admin: KafkaAdminClient | None = None
         self._consumer = partition_reader(
             connection,
             self.partition,
@@ -146,8 +150,27 @@ class ChangelogReplay:
         self.input_topic_id = input_topic_id or self.input_topic_id
         self._consumer.seek(self.partition, offset)
 
+    def holds_everything_written(self) -> bool:
+        """Whether the replay has read past all the changelog holds, committed or not (its high watermark).
+
+        A batch's changelog records are written before its transaction commits
+        the group's offsets, so once they are seen, the records are in the
+        log: behind the high watermark if not yet committed (the changelog's
+        last stable offset, where a read_committed replay stops, waits for
+        their marker). Offsets committed past ``positions``, asked before
+        this, are then no batch's still to be replayed, but an operator's
+        reset forward: waiting for the changelog to reach them would wait
+        for nothing, ``transaction_timeout_seconds`` and 30 s more.
+        """
+        if self._admin is None:
+            self._admin = KafkaAdminClient(**self._connection.options())
+        written = self._admin.list_partition_offsets({self.partition: OffsetSpec.LATEST})[self.partition].offset
+        return bool(self._consumer.position(self.partition) >= written)
+
     def close(self) -> None:
         self._consumer.close()
+        if self._admin is not None:
+            self._admin.close()
 
     def _apply(self, detector: DuplicateDetector, fetched: dict[Any, list[Any]], end: int | None) -> int:
         applied = 0

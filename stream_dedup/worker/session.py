@@ -291,8 +291,8 @@ class Session:
             replay.catch_up(self.detector)
             committed = {tp.partition: committed_offset(consumer, tp, timeout) for tp in assigned}
             behind = {p: c for p, c in committed.items() if c is not None and replay.positions.get(p, -1) < c}
-            if not behind:
-                break
+            if not behind or replay.holds_everything_written():
+                break  # caught up; or nothing more to come: offsets an operator moved forward
             if time.monotonic() > deadline:
                 log.warning("the changelog lags the committed offsets %s; resuming from the offsets", behind)
                 break
