@@ -16,6 +16,11 @@ for the consumer's *default* policy, whereas the stage's own
 the position that fell out. The caller then asks the partition's beginning
 and end and says what was lost (:class:`OffsetReset`).
 
+A position past the partition's end is out of range too, and the stage
+would read the partition again from its beginning: one the stage is to
+resume at (the group's offsets moved past the end by an operator) is
+brought back to the end first (:func:`within_the_log`).
+
 kafka-python's ``SubscriptionState.request_offset_reset`` is private; the
 version is pinned (pyproject), and tests/kafka_stage/test_deleted_input.py
 provokes the reset against a real broker.
@@ -113,6 +118,18 @@ class DeletedInput:
         #: fetches in flight come back out of range), and one loss is one WARNING.
         self._reported: dict[TopicPartition, int] = {}
 
+    def forget(self) -> None:
+        """Drop the resets noted so far: the positions were sought anew since (a take-over).
+
+        A reset kafka-python asked for before the seek is undone by it (its
+        answer is dropped), so reporting it would name a loss that did not
+        happen: the fetch of a take-over at offsets an operator committed past
+        the end was said to read the partition from its beginning, though
+        the take-over resumed at the end. A position still out of the log
+        after the seek is noted again by its next fetch.
+        """
+        self._taken()
+
     def report(self, count: Callable[[str, int, int], None]) -> None:
         """Log a WARNING for each loss noted since the last call and ``count(topic, partition, records)`` it.
 
@@ -132,3 +149,31 @@ class DeletedInput:
                 extra={"topic": partition.topic, "partition": partition.partition, "offset": position},
             )
             count(partition.topic, partition.partition, reset.deleted)
+
+
+def within_the_log(consumer: KafkaConsumer, resume: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    """``resume``, each offset past its partition's end brought back to the end, with a WARNING.
+
+    The stage never commits past what it read, but an operator's tool may
+    (the admin client's alter offsets does not check, as
+    ``kafka-consumer-groups.sh`` does). A position past the end is out of
+    range for the brokers, and the consumer then reads the partition from
+    its beginning (``auto_offset_reset``): every record of it got a second
+    verdict, a duplicate of itself, and the WARNING blamed a topic created
+    again. The end is where the skipping the operator asked for ends.
+    """
+    if not resume:
+        return resume
+    ends = log_offsets(consumer, list(resume))
+    past = {tp: (offset, ends[tp]) for tp, offset in resume.items() if offset > ends[tp]}
+    for tp, (offset, end) in sorted(past.items()):
+        log.warning(
+            "input %s partition %d: the offset to resume at, %d, lies past the partition's end %d (the group's "
+            "offsets moved past it by an operator?): resuming at the end, so that no record is read twice",
+            tp.topic,
+            tp.partition,
+            offset,
+            end,
+            extra={"topic": tp.topic, "partition": tp.partition, "offset": offset},
+        )
+    return {tp: min(offset, ends[tp]) for tp, offset in resume.items()}

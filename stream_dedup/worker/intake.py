@@ -70,7 +70,9 @@ class BatchIntake:
         self._deleted = DeletedInput(consumer, end_offsets)
 
     def restart(self, partitions: Iterable[TopicPartition]) -> None:
-        """Start over at the consumer's positions of ``partitions``: records fetched before are dropped."""
+        """Start over at the consumer's positions of ``partitions``: records fetched before are dropped, and
+        positions found out of the log before, sought anew since, are forgotten."""
+        self._deleted.forget()
         self.merge.assign({tp.partition: self.consumer.position(tp) for tp in partitions})
 
     def add(self, polled: dict[Any, list[Any]]) -> None:

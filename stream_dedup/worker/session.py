@@ -26,6 +26,7 @@ from stream_dedup.kafka.clients import log_offsets
 from stream_dedup.kafka.coordinator_silence import check_heard_from_coordinator
 from stream_dedup.kafka.group_offsets import committed_offset
 from stream_dedup.kafka.membership import current_membership
+from stream_dedup.kafka.offset_resets import within_the_log
 from stream_dedup.kafka.processed_lag import ProcessedLag
 from stream_dedup.kafka.record_texts import RecordTexts
 from stream_dedup.worker.batch import judge_batch
@@ -305,6 +306,7 @@ class Session:
             known = [o for o in (replay.positions.get(tp.partition), committed.get(tp.partition)) if o is not None]
             if known:
                 resume[tp] = max(known)
+        resume = within_the_log(consumer, resume)
         # Never committed: the whole partition is new. Its first offset asked with a bound (a seek to the
         # beginning leaves it to be settled by the next call that needs it, which waits for the brokers for ever).
         new = [tp for tp in assigned if tp not in resume]

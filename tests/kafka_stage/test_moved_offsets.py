@@ -75,3 +75,33 @@ def test_records_skipped_by_offsets_moved_forward_count_no_lag_once_other_partit
     grouped = verdicts_by_source([json.loads(v.value) for v in verdicts])
     assert len(verdicts) == 120 and all(len(given) == 1 for given in grouped.values())
     assert {json.loads(v.value)["id"] for v in verdicts}.isdisjoint({f"doc-{i}" for i in range(60, 90)})
+
+
+def test_offsets_moved_past_the_end_resume_at_the_end_rather_than_judge_the_partition_again(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = make_clustered_corpus(90, seed=31)
+    settings = stage.settings(batch_size=20)
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus[:60], partitions=3))
+    with worker_thread(settings):
+        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    # The admin client's alter offsets takes any offset (kafka-consumer-groups.sh would bring it back to the end).
+    end = ends(stage)[0]
+    move_group_offsets(stage, {0: end + 50})
+    lag = LagReports()
+    with caplog.at_level(logging.WARNING, logger="stream_dedup"), worker_thread(settings, events=lag):
+        wait_until(lambda: lag.of(stage.input_topic) == {0: 0, 1: 0, 2: 0}, 30, "the stage active, lagging by nothing")
+        produce(stage.bootstrap, stage.input_topic, on_partition(corpus[60:], 60, 0))
+        verdicts = read_committed(stage.bootstrap, stage.output_topic, 90, settle=3)
+        wait_until(
+            lambda: lag_seen_from_outside(stage.bootstrap, stage.group_id, stage.input_topic) == {0: 0, 1: 0, 2: 0},
+            30,
+            "the group's committed offsets at the partitions' ends",
+        )
+    # Partition 0 was read again from its beginning: its 20 documents got second verdicts, duplicates of themselves,
+    # with a WARNING blaming a topic created again. Records written past the end are read.
+    grouped = verdicts_by_source([json.loads(v.value) for v in verdicts])
+    assert len(verdicts) == 90 and len(grouped) == 90
+    said = [r.getMessage() for r in caplog.records if "lies past the partition's end" in r.getMessage()]
+    assert len(said) == 1 and f"partition 0: the offset to resume at, {end + 50}, " in said[0], caplog.text
+    assert "reading it from its beginning" not in caplog.text
