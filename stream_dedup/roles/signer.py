@@ -25,6 +25,7 @@ from stream_dedup.engine.detector import make_detector
 from stream_dedup.kafka.changelog import ChangelogEntry, encode_entry
 from stream_dedup.kafka.clients import end_offsets_reader, groupless_consumer
 from stream_dedup.kafka.messages import dead_letter_record
+from stream_dedup.kafka.offset_resets import within_the_log
 from stream_dedup.kafka.record_fit import OutgoingRecord, SizeLimit
 from stream_dedup.kafka.sending import Send
 from stream_dedup.kafka.sequenced import check_appendable
@@ -81,10 +82,13 @@ class Signer(RoleWork):
                 self.events,
                 s.batch_span_ms,
             )
-        resume = {
-            partition: committed_or_beginning(consumer, partition, s.transaction_timeout_seconds)
-            for partition in assigned
-        }
+        resume = within_the_log(
+            consumer,
+            {
+                partition: committed_or_beginning(consumer, partition, s.transaction_timeout_seconds)
+                for partition in assigned
+            },
+        )
         for partition, offset in resume.items():
             consumer.seek(partition, offset)
         self.intake.restart(assigned)

@@ -15,15 +15,27 @@ from kafka.structs import OffsetAndMetadata
 
 from tests.corpus import make_clustered_corpus
 
-from .stage import Stage, document_messages, produce, read_committed, verdicts_by_source, wait_until, worker_thread
+from .stage import (
+    Stage,
+    document_messages,
+    produce,
+    read_committed,
+    role_threads,
+    verdicts_by_source,
+    wait_until,
+    worker_thread,
+)
 from .test_lag import LagReports, lag_seen_from_outside
+from .test_roles import sequenced_batches
 
 pytestmark = pytest.mark.kafka
 
 
-def move_group_offsets(stage: Stage, offsets: dict[int, int]) -> None:
-    """What ``kafka-consumer-groups.sh --reset-offsets`` does to the stopped stage's group."""
-    consumer = KafkaConsumer(bootstrap_servers=stage.bootstrap, group_id=stage.group_id, enable_auto_commit=False)
+def move_group_offsets(stage: Stage, offsets: dict[int, int], group: str | None = None) -> None:
+    """What ``kafka-consumer-groups.sh --reset-offsets`` does to the stopped stage's group (or ``group``)."""
+    consumer = KafkaConsumer(
+        bootstrap_servers=stage.bootstrap, group_id=group or stage.group_id, enable_auto_commit=False
+    )
     try:
         consumer.commit(
             {TopicPartition(stage.input_topic, p): OffsetAndMetadata(o, "", -1) for p, o in offsets.items()}
@@ -105,3 +117,32 @@ def test_offsets_moved_past_the_end_resume_at_the_end_rather_than_judge_the_part
     said = [r.getMessage() for r in caplog.records if "lies past the partition's end" in r.getMessage()]
     assert len(said) == 1 and f"partition 0: the offset to resume at, {end + 50}, " in said[0], caplog.text
     assert "reading it from its beginning" not in caplog.text
+
+
+def test_a_signer_whose_offsets_were_moved_past_the_end_resumes_there_rather_than_sign_the_partition_again(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = make_clustered_corpus(90, seed=31)
+    signer = stage.settings("signer-1", role="signer", batch_size=20)
+    config = signer.detection
+
+    def signed() -> list[str]:
+        return [
+            i for b in sequenced_batches(stage.bootstrap, signer.sequenced_topic, config) for i in b.entry.documents.ids
+        ]
+
+    produce(stage.bootstrap, stage.input_topic, document_messages(corpus[:60], partitions=3))
+    with role_threads(signer):
+        wait_until(lambda: len(signed()) == 60, 60, "60 documents signed")
+    end = ends(stage)[0]
+    move_group_offsets(stage, {0: end + 50}, signer.role_group_id)
+    lag = LagReports()
+    with caplog.at_level(logging.WARNING, logger="stream_dedup"), role_threads(signer, events=lag):
+        wait_until(lambda: lag.of(stage.input_topic) == {0: 0, 1: 0, 2: 0}, 30, "the signer active, lagging by nothing")
+        produce(stage.bootstrap, stage.input_topic, on_partition(corpus[60:], 60, 0))
+        wait_until(
+            lambda: lag.of(stage.input_topic) == {0: 0, 1: 0, 2: 0} and len(signed()) >= 90, 30, "30 more signed"
+        )
+    # Partition 0 was read again from its beginning: its 20 documents were signed, so judged, a second time.
+    assert sorted(signed()) == sorted(f"doc-{i}" for i in range(90))
+    assert "reading it from its beginning" not in caplog.text and "lies past the partition's end" in caplog.text
