@@ -220,10 +220,11 @@ def test_a_standby_taking_over_after_its_changelog_was_deleted_stops_within_seco
     assert len(read_committed(stage.bootstrap, stage.output_topic, 60, settle=1, timeout=10)) == 60
 
 
-def test_a_judge_whose_answers_topic_is_deleted_stops_naming_the_lost_history_not_the_shards_setting(
-    stage: Stage, tmp_path: Path
-) -> None:
-    texts = [text for text, _ in clear_corpus(30, 0)]
+def _one_shard_stage_judging_30(
+    stage: Stage, tmp_path: Path, duplicates: int
+) -> tuple[dict[str, WorkerProcess], list[str]]:
+    """A signer, one shard and a judge as processes, once the first 30 of the corpus's texts are judged."""
+    texts = [text for text, _ in clear_corpus(30, duplicates)]
     roles = {
         "signer-1": {"role": "signer"},
         "shard-0": {"role": "shard", "shard_index": 0},
@@ -232,6 +233,13 @@ def test_a_judge_whose_answers_topic_is_deleted_stops_naming_the_lost_history_no
     processes = role_processes(stage, tmp_path, roles, batch_size=10, shards=1, index_slots=6)
     produce(stage.bootstrap, stage.input_topic, documents(texts, range(30)))
     read_committed(stage.bootstrap, stage.output_topic, 30, settle=1, timeout=60)
+    return processes, texts
+
+
+def test_a_judge_whose_answers_topic_is_deleted_stops_naming_the_lost_history_not_the_shards_setting(
+    stage: Stage, tmp_path: Path
+) -> None:
+    processes, _ = _one_shard_stage_judging_30(stage, tmp_path, 0)
     answers = stage.settings("judge-1", role="judge", shards=1).answers_topic
     delete_topic(stage.bootstrap, answers)
     # The group rebalances at once; the judge used to take over with no answers partitions and exit 2.
@@ -245,15 +253,7 @@ def test_a_judge_whose_session_restarted_stops_when_its_answers_topic_is_deleted
     computed the group's assignment: kafka-python rejoins only on metadata changes its own assignment saw, so
     the answers topic deleted under it brought no rebalance, and it logged "not found in cluster metadata"
     twice a second for good, the shards having stopped. It must stop too, naming the lost history."""
-    texts = [text for text, _ in clear_corpus(30, 30)]
-    roles = {
-        "signer-1": {"role": "signer"},
-        "shard-0": {"role": "shard", "shard_index": 0},
-        "judge-1": {"role": "judge"},
-    }
-    processes = role_processes(stage, tmp_path, roles, batch_size=10, shards=1, index_slots=6)
-    produce(stage.bootstrap, stage.input_topic, documents(texts, range(30)))
-    read_committed(stage.bootstrap, stage.output_topic, 30, settle=1, timeout=60)
+    processes, texts = _one_shard_stage_judging_30(stage, tmp_path, 30)
     delete_topic(stage.bootstrap, stage.output_topic)
     produce(stage.bootstrap, stage.input_topic, documents(texts, range(30, 60)))
     delete_topic(stage.bootstrap, stage.output_topic, present=True)

@@ -13,6 +13,7 @@ import pytest
 from kafka import KafkaConsumer, TopicPartition
 from kafka.structs import OffsetAndMetadata
 
+from stream_dedup.worker.settings import WorkerSettings
 from tests.corpus import make_clustered_corpus
 
 from .stage import (
@@ -59,14 +60,20 @@ def on_partition(corpus: list[tuple[str, int]], first: int, partition: int) -> l
     return [(key, value, partition, stamp) for key, value, _, stamp in document_messages(padded, 3)[first:]]
 
 
-def test_records_skipped_by_offsets_moved_forward_count_no_lag_once_other_partitions_commit(
-    stage: Stage, caplog: pytest.LogCaptureFixture
-) -> None:
-    corpus = make_clustered_corpus(150, seed=31)
+def _judged_60(stage: Stage, corpus: list[tuple[str, int]]) -> WorkerSettings:
+    """The stage's settings (batches of 20), once a worker has judged the corpus's first 60 over 3 partitions."""
     settings = stage.settings(batch_size=20)
     produce(stage.bootstrap, stage.input_topic, document_messages(corpus[:60], partitions=3))
     with worker_thread(settings):
         read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    return settings
+
+
+def test_records_skipped_by_offsets_moved_forward_count_no_lag_once_other_partitions_commit(
+    stage: Stage, caplog: pytest.LogCaptureFixture
+) -> None:
+    corpus = make_clustered_corpus(150, seed=31)
+    settings = _judged_60(stage, corpus)
     # 30 records more, on partition 0 only; the operator skips them.
     produce(stage.bootstrap, stage.input_topic, on_partition(corpus[60:90], 60, 0))
     move_group_offsets(stage, {0: ends(stage)[0]})
@@ -93,10 +100,7 @@ def test_offsets_moved_past_the_end_resume_at_the_end_rather_than_judge_the_part
     stage: Stage, caplog: pytest.LogCaptureFixture
 ) -> None:
     corpus = make_clustered_corpus(90, seed=31)
-    settings = stage.settings(batch_size=20)
-    produce(stage.bootstrap, stage.input_topic, document_messages(corpus[:60], partitions=3))
-    with worker_thread(settings):
-        read_committed(stage.bootstrap, stage.output_topic, 60, settle=1)
+    settings = _judged_60(stage, corpus)
     # The admin client's alter offsets takes any offset (kafka-consumer-groups.sh would bring it back to the end).
     end = ends(stage)[0]
     move_group_offsets(stage, {0: end + 50})
